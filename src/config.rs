@@ -1,0 +1,130 @@
+//! Settings from flags and environment, and the database connection.
+
+use std::{net::SocketAddr, str::FromStr, time::Duration};
+
+use anyhow::Context;
+use sqlx::{
+    ConnectOptions, Connection, PgPool,
+    postgres::{PgConnectOptions, PgConnection, PgPoolOptions},
+};
+
+#[derive(Debug, clap::Parser)]
+#[command(name = "stampede", version, about = "Ticketing for the on-sale rush: every ticket sold exactly once.")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// Postgres URL. Without it Stampede connects the way psql does (PG*
+    /// variables, the local socket, the OS user) to the database `stampede`
+    /// (or PGDATABASE), creating it if missing.
+    #[arg(long, env = "DATABASE_URL", global = true)]
+    pub database_url: Option<String>,
+
+    /// Log format: `human` or `json`. Filter with RUST_LOG.
+    #[arg(long, env = "STAMPEDE_LOG_FORMAT", default_value = "human", global = true)]
+    pub log_format: LogFormat,
+
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Run the web app (the default).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "STAMPEDE_LISTEN", default_value = "127.0.0.1:3000", global = true)]
+    pub listen: SocketAddr,
+
+    /// Database connections in the pool. Under a rush the pool is the queue:
+    /// more connections than cores mostly adds lock contention.
+    #[arg(long, env = "STAMPEDE_DB_MAX_CONNECTIONS", default_value_t = 16, global = true)]
+    pub db_max_connections: u32,
+
+    /// How long a request waits for a database connection before it is
+    /// answered 503 with Retry-After.
+    #[arg(long, env = "STAMPEDE_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 2000, global = true)]
+    pub db_acquire_timeout_ms: u64,
+
+    /// Requests handled at once; beyond this, new ones get 503 at once.
+    #[arg(long, env = "STAMPEDE_MAX_IN_FLIGHT", default_value_t = 2048, global = true)]
+    pub max_in_flight: usize,
+
+    /// Seconds before a request is abandoned with 503.
+    #[arg(long, env = "STAMPEDE_REQUEST_TIMEOUT_SECS", default_value_t = 15, global = true)]
+    pub request_timeout_secs: u64,
+}
+
+/// Connection options from a URL, or libpq-style defaults (PG* variables,
+/// local socket, OS user) with the database `stampede` unless PGDATABASE says.
+pub fn connect_options(database_url: Option<&str>) -> anyhow::Result<PgConnectOptions> {
+    let options = match database_url {
+        Some(url) => PgConnectOptions::from_str(url).context("DATABASE_URL is not a valid Postgres URL")?,
+        None => {
+            let options = PgConnectOptions::new();
+            if std::env::var_os("PGDATABASE").is_some() {
+                options
+            } else {
+                options.database("stampede")
+            }
+        }
+    };
+    Ok(options.log_statements(tracing::log::LevelFilter::Trace))
+}
+
+/// Create the target database if it does not exist yet.
+pub async fn ensure_database(options: &PgConnectOptions) -> anyhow::Result<()> {
+    let Some(name) = options.get_database().map(str::to_owned) else {
+        return Ok(());
+    };
+    match PgConnection::connect_with(options).await {
+        Ok(conn) => {
+            conn.close().await?;
+            Ok(())
+        }
+        Err(sqlx::Error::Database(err)) if err.code().as_deref() == Some("3D000") => {
+            let mut admin = PgConnection::connect_with(&options.clone().database("postgres"))
+                .await
+                .context("connecting to the `postgres` database to create ours")?;
+            let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+            match sqlx::query(&format!("CREATE DATABASE {quoted}")).execute(&mut admin).await {
+                // Another instance may have created it a moment ago.
+                Err(sqlx::Error::Database(err)) if err.code().as_deref() == Some("42P04") => {}
+                other => {
+                    other.with_context(|| format!("creating database {name}"))?;
+                    tracing::info!(database = %name, "created database");
+                }
+            }
+            Ok(())
+        }
+        Err(err) => Err(err).context("connecting to Postgres"),
+    }
+}
+
+pub async fn connect_pool(options: PgConnectOptions, args: &ServeArgs) -> anyhow::Result<PgPool> {
+    ensure_database(&options).await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(args.db_max_connections)
+        .acquire_timeout(Duration::from_millis(args.db_acquire_timeout_ms))
+        .connect_with(options)
+        .await
+        .context("connecting to Postgres")?;
+    Ok(pool)
+}
+
+pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
+    sqlx::migrate!("./migrations").run(pool).await.context("applying migrations")?;
+    Ok(())
+}

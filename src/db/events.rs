@@ -1,0 +1,312 @@
+use serde::Serialize;
+use sqlx::PgPool;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::{
+    domain::{EventStatus, InvalidField, NewEvent},
+    error::AppError,
+};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    pub id: Uuid,
+    pub title: String,
+    pub description: String,
+    pub venue: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub starts_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub sale_opens_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub sale_closes_at: Option<OffsetDateTime>,
+    pub status: String,
+}
+
+impl Event {
+    pub fn status(&self) -> EventStatus {
+        EventStatus::from_db(&self.status)
+    }
+
+    pub fn sale_state(&self, now: OffsetDateTime) -> SaleState {
+        match self.status() {
+            EventStatus::Draft => SaleState::Draft,
+            EventStatus::Cancelled => SaleState::Cancelled,
+            EventStatus::Published if now < self.sale_opens_at => SaleState::NotOpenYet,
+            EventStatus::Published if self.sale_closes_at.is_some_and(|c| now >= c) => SaleState::Closed,
+            EventStatus::Published => SaleState::Open,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaleState {
+    Draft,
+    NotOpenYet,
+    Open,
+    Closed,
+    Cancelled,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TicketType {
+    pub id: Uuid,
+    pub name: String,
+    pub price_minor: i64,
+    pub currency: String,
+    pub capacity: i32,
+    pub remaining: i32,
+    pub max_per_order: i32,
+    pub max_per_buyer: i32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EventDetail {
+    #[serde(flatten)]
+    pub event: Event,
+    pub ticket_types: Vec<TicketType>,
+}
+
+impl EventDetail {
+    pub fn sold_out(&self) -> bool {
+        self.ticket_types.iter().all(|t| t.remaining == 0)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct EventSummary {
+    pub id: Uuid,
+    pub title: String,
+    pub venue: String,
+    pub starts_at: OffsetDateTime,
+    pub sale_opens_at: OffsetDateTime,
+    pub status: String,
+    pub capacity: i64,
+    pub remaining: i64,
+}
+
+pub async fn create(db: &PgPool, new: &NewEvent) -> Result<Uuid, AppError> {
+    let mut tx = db.begin().await?;
+    let event_id = sqlx::query_scalar!(
+        "INSERT INTO events (title, description, venue, starts_at, sale_opens_at, sale_closes_at, status)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+        new.title,
+        new.description,
+        new.venue,
+        new.starts_at,
+        new.sale_opens_at,
+        new.sale_closes_at,
+        new.status.as_str(),
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    for (position, tt) in new.ticket_types.iter().enumerate() {
+        insert_ticket_type(&mut tx, event_id, position as i32, tt).await?;
+    }
+    tx.commit().await?;
+    tracing::info!(%event_id, "event created");
+    Ok(event_id)
+}
+
+async fn insert_ticket_type(
+    tx: &mut sqlx::PgConnection,
+    event_id: Uuid,
+    position: i32,
+    tt: &crate::domain::NewTicketType,
+) -> Result<Uuid, AppError> {
+    Ok(sqlx::query_scalar!(
+        "INSERT INTO ticket_types
+             (event_id, position, name, price_minor, currency, capacity, remaining, max_per_order, max_per_buyer)
+         VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8) RETURNING id",
+        event_id,
+        position,
+        tt.name,
+        tt.price.minor,
+        tt.price.currency.as_str(),
+        tt.capacity,
+        tt.max_per_order,
+        tt.max_per_buyer,
+    )
+    .fetch_one(tx)
+    .await?)
+}
+
+/// Replace an event's details and ticket types. A capacity change moves
+/// `remaining` by the same amount in the same statement, so it cannot race a
+/// sale; lowering it below what is sold is refused.
+pub async fn update(db: &PgPool, event_id: Uuid, new: &NewEvent) -> Result<(), AppError> {
+    let mut tx = db.begin().await?;
+    let updated = sqlx::query!(
+        "UPDATE events SET title = $2, description = $3, venue = $4, starts_at = $5,
+                sale_opens_at = $6, sale_closes_at = $7, updated_at = now()
+         WHERE id = $1",
+        event_id,
+        new.title,
+        new.description,
+        new.venue,
+        new.starts_at,
+        new.sale_opens_at,
+        new.sale_closes_at,
+    )
+    .execute(&mut *tx)
+    .await?;
+    if updated.rows_affected() != 1 {
+        return Err(AppError::NotFound);
+    }
+    for (position, tt) in new.ticket_types.iter().enumerate() {
+        let Some(id) = tt.id else {
+            insert_ticket_type(&mut tx, event_id, position as i32, tt).await?;
+            continue;
+        };
+        let row = sqlx::query!(
+            "UPDATE ticket_types
+             SET name = $3, price_minor = $4, currency = $5, max_per_order = $6, max_per_buyer = $7,
+                 position = $8, remaining = remaining + ($9 - capacity), capacity = $9
+             WHERE id = $1 AND event_id = $2 AND remaining + ($9 - capacity) >= 0
+             RETURNING id",
+            id,
+            event_id,
+            tt.name,
+            tt.price.minor,
+            tt.price.currency.as_str(),
+            tt.max_per_order,
+            tt.max_per_buyer,
+            position as i32,
+            tt.capacity,
+        )
+        .fetch_optional(&mut *tx)
+        .await?;
+        if row.is_none() {
+            let sold = sqlx::query_scalar!(
+                "SELECT capacity - remaining FROM ticket_types WHERE id = $1 AND event_id = $2",
+                id,
+                event_id
+            )
+            .fetch_optional(&mut *tx)
+            .await?
+            .flatten();
+            return Err(match sold {
+                None => AppError::NotFound,
+                Some(sold) => AppError::Invalid(InvalidField::new(
+                    format!("ticket_types[{position}].capacity"),
+                    format!("{sold} tickets of \"{}\" are already sold; the capacity cannot go below that.", tt.name),
+                )),
+            });
+        }
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+pub async fn set_status(db: &PgPool, event_id: Uuid, status: EventStatus) -> Result<(), AppError> {
+    let updated = sqlx::query!(
+        "UPDATE events SET status = $2, updated_at = now() WHERE id = $1 AND status <> 'cancelled'",
+        event_id,
+        status.as_str(),
+    )
+    .execute(db)
+    .await?;
+    if updated.rows_affected() == 1 {
+        Ok(())
+    } else {
+        Err(AppError::NotFound)
+    }
+}
+
+/// One event with its ticket types, whatever its status.
+pub async fn find(db: &PgPool, event_id: Uuid) -> Result<Option<EventDetail>, AppError> {
+    let event = sqlx::query_as!(
+        Event,
+        "SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at, status
+         FROM events WHERE id = $1",
+        event_id,
+    )
+    .fetch_optional(db)
+    .await?;
+    let Some(event) = event else { return Ok(None) };
+    let ticket_types = sqlx::query_as!(
+        TicketType,
+        "SELECT id, name, price_minor, currency, capacity, remaining, max_per_order, max_per_buyer
+         FROM ticket_types WHERE event_id = $1 ORDER BY position, created_at",
+        event_id,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(Some(EventDetail { event, ticket_types }))
+}
+
+/// A published event, as buyers may see it.
+pub async fn find_published(db: &PgPool, event_id: Uuid) -> Result<EventDetail, AppError> {
+    match find(db, event_id).await? {
+        Some(detail) if detail.event.status() != EventStatus::Draft => Ok(detail),
+        _ => Err(AppError::NotFound),
+    }
+}
+
+/// Events buyers can see (published), soonest first.
+pub async fn list_published(db: &PgPool) -> Result<Vec<EventSummary>, AppError> {
+    list(db, true).await
+}
+
+/// Every event, for the organizer overview.
+pub async fn list_all(db: &PgPool) -> Result<Vec<EventSummary>, AppError> {
+    list(db, false).await
+}
+
+async fn list(db: &PgPool, published_only: bool) -> Result<Vec<EventSummary>, AppError> {
+    Ok(sqlx::query_as!(
+        EventSummary,
+        r#"SELECT e.id, e.title, e.venue, e.starts_at, e.sale_opens_at, e.status,
+                  COALESCE(SUM(t.capacity), 0)::int8 AS "capacity!",
+                  COALESCE(SUM(t.remaining), 0)::int8 AS "remaining!"
+           FROM events e LEFT JOIN ticket_types t ON t.event_id = e.id
+           WHERE NOT $1 OR e.status = 'published'
+           GROUP BY e.id
+           ORDER BY e.starts_at, e.id
+           LIMIT 500"#,
+        published_only,
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+/// Published events with their ticket types, in two queries.
+pub async fn list_published_details(db: &PgPool) -> Result<Vec<EventDetail>, AppError> {
+    let events = sqlx::query_as!(
+        Event,
+        "SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at, status
+         FROM events WHERE status = 'published' ORDER BY starts_at, id LIMIT 500",
+    )
+    .fetch_all(db)
+    .await?;
+    let ids: Vec<Uuid> = events.iter().map(|e| e.id).collect();
+    let rows = sqlx::query!(
+        "SELECT event_id, id, name, price_minor, currency, capacity, remaining, max_per_order, max_per_buyer
+         FROM ticket_types WHERE event_id = ANY($1) ORDER BY position, created_at",
+        &ids,
+    )
+    .fetch_all(db)
+    .await?;
+    let mut details: Vec<EventDetail> = events
+        .into_iter()
+        .map(|event| EventDetail {
+            event,
+            ticket_types: Vec::new(),
+        })
+        .collect();
+    for row in rows {
+        if let Some(detail) = details.iter_mut().find(|d| d.event.id == row.event_id) {
+            detail.ticket_types.push(TicketType {
+                id: row.id,
+                name: row.name,
+                price_minor: row.price_minor,
+                currency: row.currency,
+                capacity: row.capacity,
+                remaining: row.remaining,
+                max_per_order: row.max_per_order,
+                max_per_buyer: row.max_per_buyer,
+            });
+        }
+    }
+    Ok(details)
+}

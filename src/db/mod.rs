@@ -1,0 +1,4 @@
+//! Queries that are not the sale: events, ticket types, order pages.
+
+pub mod events;
+pub mod orders;

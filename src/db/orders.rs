@@ -1,0 +1,40 @@
+use sqlx::PgPool;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::error::AppError;
+
+/// Everything the order page shows, in one row.
+#[derive(Debug, Clone)]
+pub struct OrderPage {
+    pub id: Uuid,
+    pub email: String,
+    pub quantity: i32,
+    pub status: String,
+    pub unit_price_minor: i64,
+    pub currency: String,
+    pub created_at: OffsetDateTime,
+    pub cancelled_at: Option<OffsetDateTime>,
+    pub ticket_type_name: String,
+    pub event_id: Uuid,
+    pub event_title: String,
+    pub venue: String,
+    pub starts_at: OffsetDateTime,
+}
+
+pub async fn page(db: &PgPool, order_id: Uuid) -> Result<OrderPage, AppError> {
+    sqlx::query_as!(
+        OrderPage,
+        "SELECT o.id, o.email, o.quantity, o.status, o.unit_price_minor, o.currency, o.created_at,
+                o.cancelled_at, t.name AS ticket_type_name, e.id AS event_id, e.title AS event_title,
+                e.venue, e.starts_at
+         FROM orders o
+         JOIN ticket_types t ON t.id = o.ticket_type_id
+         JOIN events e ON e.id = t.event_id
+         WHERE o.id = $1",
+        order_id,
+    )
+    .fetch_optional(db)
+    .await?
+    .ok_or(AppError::NotFound)
+}

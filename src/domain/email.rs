@@ -1,0 +1,56 @@
+use std::fmt;
+
+/// A buyer's email, normalised (trimmed, lower-cased) so that per-buyer
+/// limits and idempotency keys cannot be dodged by changing case or spacing.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Email(String);
+
+impl Email {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let normalised = raw.trim().to_lowercase();
+        if normalised.is_empty() {
+            return Err("Enter your email address.".into());
+        }
+        if normalised.len() > 254 {
+            return Err("That email address is too long.".into());
+        }
+        // The crate checks RFC 5322 syntax; we additionally require a dotted
+        // domain, since tickets are delivered over the public internet.
+        let valid = email_address::EmailAddress::is_valid(&normalised)
+            && normalised
+                .rsplit_once('@')
+                .is_some_and(|(_, domain)| domain.contains('.') && !domain.ends_with('.'));
+        if !valid {
+            return Err(format!("\"{}\" is not a valid email address.", raw.trim()));
+        }
+        Ok(Self(normalised))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Email {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalises_case_and_whitespace() {
+        let email = Email::parse("  Ada@Example.ORG ").unwrap();
+        assert_eq!(email.as_str(), "ada@example.org");
+    }
+
+    #[test]
+    fn rejects_malformed_addresses() {
+        for raw in ["", "   ", "ada", "ada@", "@example.org", "ada@example", "a b@example.org", "ada@@example.org"] {
+            assert!(Email::parse(raw).is_err(), "{raw:?} should be rejected");
+        }
+    }
+}

@@ -1,0 +1,105 @@
+use std::fmt;
+
+/// ISO 4217 code, three upper-case letters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Currency(String);
+
+impl Currency {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let code = raw.trim().to_uppercase();
+        if code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase()) {
+            Ok(Self(code))
+        } else {
+            Err(format!("\"{}\" is not a three-letter currency code such as EUR.", raw.trim()))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A price in minor units (cents). Stampede assumes two decimal places.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Money {
+    pub minor: i64,
+    pub currency: Currency,
+}
+
+/// Upper bound on a ticket price: 1,000,000.00.
+const MAX_MINOR: i64 = 100_000_000;
+
+impl Money {
+    pub fn from_minor(minor: i64, currency: Currency) -> Result<Self, String> {
+        if minor < 0 {
+            return Err("A price cannot be negative.".into());
+        }
+        if minor > MAX_MINOR {
+            return Err("That price is above the 1,000,000.00 limit.".into());
+        }
+        Ok(Self { minor, currency })
+    }
+
+    /// Parse "12", "12.5" or "12.50" (form input) into minor units.
+    pub fn parse_decimal(raw: &str, currency: Currency) -> Result<Self, String> {
+        let raw = raw.trim();
+        let bad = || format!("\"{raw}\" is not a price such as 12.50.");
+        let (whole, frac) = raw.split_once('.').unwrap_or((raw, ""));
+        if whole.is_empty()
+            || whole.len() > 9
+            || frac.len() > 2
+            || !whole.bytes().all(|b| b.is_ascii_digit())
+            || !frac.bytes().all(|b| b.is_ascii_digit())
+        {
+            return Err(bad());
+        }
+        let whole: i64 = whole.parse().map_err(|_| bad())?;
+        let frac: i64 = format!("{frac:0<2}").parse().map_err(|_| bad())?;
+        Self::from_minor(whole * 100 + frac, currency)
+    }
+}
+
+/// Render minor units as "12.50 EUR", or "Free".
+pub fn format_price(minor: i64, currency: &str) -> String {
+    if minor == 0 {
+        "Free".into()
+    } else {
+        format!("{}.{:02} {currency}", minor / 100, minor % 100)
+    }
+}
+
+impl fmt::Display for Money {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format_price(self.minor, self.currency.as_str()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eur() -> Currency {
+        Currency::parse("eur").unwrap()
+    }
+
+    #[test]
+    fn parses_decimal_prices() {
+        assert_eq!(Money::parse_decimal("12", eur()).unwrap().minor, 1200);
+        assert_eq!(Money::parse_decimal("12.5", eur()).unwrap().minor, 1250);
+        assert_eq!(Money::parse_decimal("0.07", eur()).unwrap().minor, 7);
+        for raw in ["", "-1", "1.234", "abc", "1,50", ".5", "99999999999"] {
+            assert!(Money::parse_decimal(raw, eur()).is_err(), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn formats_prices() {
+        assert_eq!(format_price(1250, "EUR"), "12.50 EUR");
+        assert_eq!(format_price(0, "EUR"), "Free");
+    }
+}
+
+/// Minor units as the organizer form shows them: "12.50".
+pub fn decimal_price(minor: i64) -> String {
+    format!("{}.{:02}", minor / 100, minor % 100)
+}

@@ -1,0 +1,186 @@
+//! One error type for the whole app. Pages render it as HTML, the JSON API
+//! wraps it in [`ApiError`]; internal causes are logged, never shown.
+
+use axum::{
+    Json,
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde_json::json;
+use time::OffsetDateTime;
+
+use crate::domain::InvalidField;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("{}", .0.message)]
+    Invalid(#[from] InvalidField),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("We could not find that.")]
+    NotFound,
+    #[error("Sold out: there are no tickets of this type left.")]
+    SoldOut,
+    #[error("Only {remaining} tickets of this type are left; choose fewer.")]
+    NotEnoughLeft { remaining: i32 },
+    #[error("At most {max} tickets of this type fit in one order.")]
+    OrderLimit { max: i32 },
+    #[error("Each buyer may hold at most {max} tickets of this type; {email} already has {held}.")]
+    BuyerLimit { max: i32, held: i32, email: String },
+    #[error("The sale has not opened yet; it opens at {}.", crate::web::views::format_time(*.opens_at))]
+    SaleNotOpen { opens_at: OffsetDateTime },
+    #[error("{0}")]
+    SaleClosed(&'static str),
+    #[error("This idempotency key was already used for a different purchase.")]
+    IdempotencyConflict,
+    #[error("This order is already cancelled.")]
+    AlreadyCancelled,
+    #[error("{0}")]
+    Conflict(String),
+    #[error("The request body is too large.")]
+    PayloadTooLarge,
+    #[error("Stampede is very busy right now; please try again in a moment.")]
+    Overloaded,
+    #[error("Something went wrong on our side; please try again.")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl AppError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::SoldOut
+            | Self::NotEnoughLeft { .. }
+            | Self::OrderLimit { .. }
+            | Self::BuyerLimit { .. }
+            | Self::IdempotencyConflict
+            | Self::AlreadyCancelled
+            | Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::SaleNotOpen { .. } | Self::SaleClosed(_) => StatusCode::FORBIDDEN,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Stable machine-readable code for API clients.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Invalid(_) | Self::BadRequest(_) => "invalid",
+            Self::NotFound => "not_found",
+            Self::SoldOut => "sold_out",
+            Self::NotEnoughLeft { .. } => "not_enough_left",
+            Self::OrderLimit { .. } | Self::BuyerLimit { .. } => "limit_exceeded",
+            Self::SaleNotOpen { .. } => "sale_not_open",
+            Self::SaleClosed(_) => "sale_closed",
+            Self::IdempotencyConflict => "idempotency_conflict",
+            Self::AlreadyCancelled => "already_cancelled",
+            Self::Conflict(_) => "conflict",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::Overloaded => "overloaded",
+            Self::Internal(_) => "internal",
+        }
+    }
+
+    /// The input field the error is about, if any.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            Self::Invalid(f) => Some(&f.field),
+            Self::NotEnoughLeft { .. } | Self::OrderLimit { .. } | Self::BuyerLimit { .. } => Some("quantity"),
+            Self::IdempotencyConflict => Some("idempotency_key"),
+            _ => None,
+        }
+    }
+
+    pub fn internal(err: impl Into<anyhow::Error>) -> Self {
+        Self::Internal(err.into())
+    }
+
+    fn log(&self) {
+        match self {
+            Self::Internal(cause) => tracing::error!(error = ?cause, "internal error"),
+            Self::Overloaded => tracing::warn!("shedding load: database pool exhausted"),
+            _ => {}
+        }
+    }
+
+    fn add_retry_after(&self, response: &mut Response) {
+        if matches!(self, Self::Overloaded) {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+    }
+}
+
+impl From<sqlx::Error> for AppError {
+    fn from(err: sqlx::Error) -> Self {
+        match &err {
+            sqlx::Error::PoolTimedOut => Self::Overloaded,
+            sqlx::Error::Database(db) => match db.constraint().and_then(constraint_error) {
+                Some(mapped) => mapped,
+                None => Self::internal(err),
+            },
+            _ => Self::internal(err),
+        }
+    }
+}
+
+/// Named constraints from migrations/ mapped to the 4xx a person should see.
+/// The sale path checks these conditions itself; this is the last line.
+fn constraint_error(name: &str) -> Option<AppError> {
+    let invalid = |field: &str, message: &str| Some(AppError::Invalid(InvalidField::new(field, message)));
+    match name {
+        "ticket_types_remaining_non_negative" => Some(AppError::SoldOut),
+        "orders_quantity_positive" => invalid("quantity", "Choose at least 1 ticket."),
+        "orders_buyer_idempotency_key" => Some(AppError::IdempotencyConflict),
+        "orders_ticket_type_id_fkey" => Some(AppError::NotFound),
+        "ticket_types_remaining_within_capacity" | "ticket_types_capacity_non_negative" => {
+            invalid("capacity", "The capacity cannot go below the tickets already sold.")
+        }
+        "ticket_types_buyer_limit_covers_order" => {
+            invalid("max_per_buyer", "The limit per buyer cannot be below the limit per order.")
+        }
+        "events_sale_window_ordered" => invalid("sale_closes_at", "The sale must close after it opens."),
+        _ => None,
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        self.log();
+        let status = self.status();
+        let mut response = (status, crate::web::views::error_page(status, &self.to_string())).into_response();
+        self.add_retry_after(&mut response);
+        response
+    }
+}
+
+/// The JSON form of [`AppError`]: `{"error": {"code", "message", "field"}}`.
+#[derive(Debug)]
+pub struct ApiError(pub AppError);
+
+impl<E: Into<AppError>> From<E> for ApiError {
+    fn from(err: E) -> Self {
+        Self(err.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let err = self.0;
+        err.log();
+        let body = json!({
+            "error": {
+                "code": err.code(),
+                "message": err.to_string(),
+                "field": err.field(),
+            }
+        });
+        let mut response = (err.status(), Json(body)).into_response();
+        err.add_retry_after(&mut response);
+        response
+    }
+}

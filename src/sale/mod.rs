@@ -1,0 +1,309 @@
+//! The purchase path, all of it: idempotency, limits, the stock decrement.
+//!
+//! A sale is one Postgres transaction at Read Committed:
+//! 1. insert the order (unique per buyer and idempotency key: a concurrent
+//!    duplicate waits here and then replays the winner's order);
+//! 2. add the quantity to the buyer's holdings with a conditional upsert
+//!    (the per-buyer limit, enforced on one row per buyer and ticket type);
+//! 3. the conditional `UPDATE ticket_types SET remaining = remaining - $n
+//!    WHERE id = $1 AND remaining - $n >= 0` plus the sale window — exactly
+//!    one row, or roll back. It runs last, so the hot row stays locked only
+//!    for the commit.
+//!
+//! A blocked UPDATE re-checks its WHERE clause against the row version that
+//! the other transaction committed, so no interleaving can oversell. There
+//! are no application-side locks: any number of instances may share one
+//! database. Before the transaction, a read of the ticket type refuses
+//! requests that cannot succeed (not open, too many, sold out) without a
+//! write; the transaction re-checks everything itself.
+
+use sqlx::PgPool;
+use time::OffsetDateTime;
+use tracing::Instrument;
+use uuid::Uuid;
+
+use crate::{
+    domain::{Email, EventStatus, IdempotencyKey, Quantity},
+    error::AppError,
+};
+
+/// A validated purchase: every field already parsed into its domain type.
+#[derive(Debug, Clone)]
+pub struct PurchaseRequest {
+    pub ticket_type_id: Uuid,
+    pub quantity: Quantity,
+    pub email: Email,
+    pub idempotency_key: IdempotencyKey,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Order {
+    pub id: Uuid,
+    pub ticket_type_id: Uuid,
+    pub email: String,
+    pub quantity: i32,
+    pub status: String,
+    pub unit_price_minor: i64,
+    pub currency: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// The outcome of a purchase that holds tickets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Purchase {
+    /// This request wrote the order.
+    Created(Order),
+    /// An earlier request with the same buyer and key did; this is its order.
+    Replayed(Order),
+}
+
+impl Purchase {
+    pub fn order(&self) -> &Order {
+        match self {
+            Self::Created(order) | Self::Replayed(order) => order,
+        }
+    }
+}
+
+/// Sell `quantity` tickets of one type to one buyer, or refuse with a reason.
+pub async fn purchase(db: &PgPool, now: OffsetDateTime, request: &PurchaseRequest) -> Result<Purchase, AppError> {
+    let span = tracing::info_span!(
+        "purchase",
+        ticket_type_id = %request.ticket_type_id,
+        quantity = request.quantity.get(),
+        outcome = tracing::field::Empty,
+    );
+    let result = purchase_inner(db, now, request).instrument(span.clone()).await;
+    let outcome = match &result {
+        Ok(Purchase::Created(_)) => "created",
+        Ok(Purchase::Replayed(_)) => "replayed",
+        Err(err) => err.code(),
+    };
+    span.record("outcome", outcome);
+    result
+}
+
+async fn purchase_inner(db: &PgPool, now: OffsetDateTime, request: &PurchaseRequest) -> Result<Purchase, AppError> {
+    if let Some(existing) = find_by_key(db, &request.email, &request.idempotency_key).await? {
+        return replay(existing, request);
+    }
+    let info = SaleInfo::load(db, request.ticket_type_id).await?.ok_or(AppError::NotFound)?;
+    info.refusal(now, request.quantity)?;
+
+    let mut tx = db.begin().await?;
+    let quantity = request.quantity.get();
+
+    // 1. The order row; ON CONFLICT waits for a concurrent twin to finish.
+    let order = sqlx::query_as!(
+        Order,
+        r#"INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency)
+           SELECT t.id, $2, $3, $4, t.price_minor, t.currency FROM ticket_types t WHERE t.id = $1
+           ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
+           RETURNING id, ticket_type_id, email, quantity, status, unit_price_minor, currency, created_at"#,
+        request.ticket_type_id,
+        request.email.as_str(),
+        quantity,
+        request.idempotency_key.as_str(),
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(order) = order else {
+        tx.rollback().await?;
+        return match find_by_key(db, &request.email, &request.idempotency_key).await? {
+            Some(existing) => replay(existing, request),
+            None => Err(AppError::NotFound),
+        };
+    };
+
+    // 2. The per-buyer limit, on the buyer's own row (concurrent purchases by
+    //    one buyer queue on it; a blocked upsert re-reads the new total).
+    let held = sqlx::query_scalar!(
+        r#"INSERT INTO buyer_holdings (ticket_type_id, email, quantity)
+           SELECT t.id, $2, $3 FROM ticket_types t WHERE t.id = $1 AND $3 <= t.max_per_buyer
+           ON CONFLICT (ticket_type_id, email) DO UPDATE
+               SET quantity = buyer_holdings.quantity + EXCLUDED.quantity
+               WHERE buyer_holdings.quantity + EXCLUDED.quantity
+                     <= (SELECT max_per_buyer FROM ticket_types WHERE id = EXCLUDED.ticket_type_id)
+           RETURNING quantity"#,
+        request.ticket_type_id,
+        request.email.as_str(),
+        quantity,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if held.is_none() {
+        tx.rollback().await?;
+        let held = holdings(db, request.ticket_type_id, &request.email).await?;
+        return Err(AppError::BuyerLimit {
+            max: info.max_per_buyer,
+            held,
+            email: request.email.to_string(),
+        });
+    }
+
+    // 3. The stock: one row affected or nothing is sold.
+    let remaining = sqlx::query_scalar!(
+        r#"UPDATE ticket_types t SET remaining = t.remaining - $2
+           FROM events e
+           WHERE t.id = $1 AND t.remaining - $2 >= 0
+             AND $2 <= t.max_per_order
+             AND e.id = t.event_id AND e.status = 'published'
+             AND e.sale_opens_at <= $3 AND (e.sale_closes_at IS NULL OR e.sale_closes_at > $3)
+           RETURNING t.remaining"#,
+        request.ticket_type_id,
+        quantity,
+        now,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if remaining.is_none() {
+        tx.rollback().await?;
+        let info = SaleInfo::load(db, request.ticket_type_id).await?.ok_or(AppError::NotFound)?;
+        info.refusal(now, request.quantity)?;
+        // Everything looks fine again: tickets came back after we lost a race.
+        return Err(AppError::NotEnoughLeft { remaining: info.remaining });
+    }
+    tx.commit().await?;
+    tracing::debug!(order_id = %order.id, "order committed");
+    Ok(Purchase::Created(order))
+}
+
+/// Cancel a confirmed order and return its tickets to sale, in one
+/// transaction. The status check in the UPDATE makes a second cancel (even a
+/// concurrent one) a no-op that reports [`AppError::AlreadyCancelled`].
+#[tracing::instrument(skip(db))]
+pub async fn cancel(db: &PgPool, order_id: Uuid) -> Result<Order, AppError> {
+    let mut tx = db.begin().await?;
+    let order = sqlx::query_as!(
+        Order,
+        r#"UPDATE orders SET status = 'cancelled', cancelled_at = now()
+           WHERE id = $1 AND status = 'confirmed'
+           RETURNING id, ticket_type_id, email, quantity, status, unit_price_minor, currency, created_at"#,
+        order_id,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(order) = order else {
+        tx.rollback().await?;
+        return match find_by_id(db, order_id).await? {
+            Some(_) => Err(AppError::AlreadyCancelled),
+            None => Err(AppError::NotFound),
+        };
+    };
+    sqlx::query!(
+        "UPDATE buyer_holdings SET quantity = quantity - $3 WHERE ticket_type_id = $1 AND email = $2",
+        order.ticket_type_id,
+        order.email,
+        order.quantity,
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "UPDATE ticket_types SET remaining = remaining + $2 WHERE id = $1",
+        order.ticket_type_id,
+        order.quantity,
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(order)
+}
+
+pub async fn find_by_id(db: &PgPool, order_id: Uuid) -> Result<Option<Order>, AppError> {
+    Ok(sqlx::query_as!(
+        Order,
+        "SELECT id, ticket_type_id, email, quantity, status, unit_price_minor, currency, created_at
+         FROM orders WHERE id = $1",
+        order_id,
+    )
+    .fetch_optional(db)
+    .await?)
+}
+
+async fn find_by_key(db: &PgPool, email: &Email, key: &IdempotencyKey) -> Result<Option<Order>, AppError> {
+    Ok(sqlx::query_as!(
+        Order,
+        "SELECT id, ticket_type_id, email, quantity, status, unit_price_minor, currency, created_at
+         FROM orders WHERE email = $1 AND idempotency_key = $2",
+        email.as_str(),
+        key.as_str(),
+    )
+    .fetch_optional(db)
+    .await?)
+}
+
+async fn holdings(db: &PgPool, ticket_type_id: Uuid, email: &Email) -> Result<i32, AppError> {
+    let held = sqlx::query_scalar!(
+        "SELECT quantity FROM buyer_holdings WHERE ticket_type_id = $1 AND email = $2",
+        ticket_type_id,
+        email.as_str(),
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(held.unwrap_or(0))
+}
+
+fn replay(existing: Order, request: &PurchaseRequest) -> Result<Purchase, AppError> {
+    if existing.ticket_type_id == request.ticket_type_id && existing.quantity == request.quantity.get() {
+        Ok(Purchase::Replayed(existing))
+    } else {
+        Err(AppError::IdempotencyConflict)
+    }
+}
+
+/// What decides whether a purchase may go ahead, read in one query.
+#[derive(Debug)]
+struct SaleInfo {
+    remaining: i32,
+    max_per_order: i32,
+    max_per_buyer: i32,
+    status: String,
+    sale_opens_at: OffsetDateTime,
+    sale_closes_at: Option<OffsetDateTime>,
+}
+
+impl SaleInfo {
+    async fn load(db: &PgPool, ticket_type_id: Uuid) -> Result<Option<Self>, AppError> {
+        Ok(sqlx::query_as!(
+            SaleInfo,
+            "SELECT t.remaining, t.max_per_order, t.max_per_buyer, e.status, e.sale_opens_at, e.sale_closes_at
+             FROM ticket_types t JOIN events e ON e.id = t.event_id
+             WHERE t.id = $1",
+            ticket_type_id,
+        )
+        .fetch_optional(db)
+        .await?)
+    }
+
+    /// Why this purchase cannot succeed now, if it cannot.
+    fn refusal(&self, now: OffsetDateTime, quantity: Quantity) -> Result<(), AppError> {
+        match EventStatus::from_db(&self.status) {
+            EventStatus::Draft => return Err(AppError::NotFound),
+            EventStatus::Cancelled => return Err(AppError::SaleClosed("This event was cancelled.")),
+            EventStatus::Published => {}
+        }
+        if now < self.sale_opens_at {
+            return Err(AppError::SaleNotOpen {
+                opens_at: self.sale_opens_at,
+            });
+        }
+        if self.sale_closes_at.is_some_and(|closes| now >= closes) {
+            return Err(AppError::SaleClosed("The sale for this event has closed."));
+        }
+        if quantity.get() > self.max_per_order {
+            return Err(AppError::OrderLimit {
+                max: self.max_per_order,
+            });
+        }
+        if self.remaining == 0 {
+            return Err(AppError::SoldOut);
+        }
+        if self.remaining < quantity.get() {
+            return Err(AppError::NotEnoughLeft {
+                remaining: self.remaining,
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,96 @@
+//! Request extractors whose rejections speak our error format.
+
+use axum::{
+    Form,
+    body::Bytes,
+    extract::{FromRequest, Request},
+    http::{StatusCode, header},
+};
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use crate::{
+    domain::InvalidField,
+    error::{ApiError, AppError},
+};
+
+/// A JSON body; a bad one is answered with the field it got wrong.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        if !is_json {
+            return Err(AppError::BadRequest("Send a JSON body with Content-Type: application/json.".into()).into());
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                AppError::PayloadTooLarge
+            } else {
+                AppError::BadRequest(rejection.body_text())
+            }
+        })?;
+        let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
+        let value = serde_path_to_error::deserialize(&mut deserializer).map_err(json_error)?;
+        deserializer.end().map_err(|err| AppError::BadRequest(format!("Malformed JSON: {err}")))?;
+        Ok(Self(value))
+    }
+}
+
+fn json_error(err: serde_path_to_error::Error<serde_json::Error>) -> AppError {
+    let path = err.path().to_string();
+    let inner = err.into_inner();
+    if inner.is_syntax() || inner.is_eof() {
+        return AppError::BadRequest(format!("Malformed JSON: {inner}"));
+    }
+    let message = inner.to_string();
+    // serde reports a missing field at its parent's path; name the field.
+    let field = match message.strip_prefix("missing field `").and_then(|rest| rest.split_once('`')) {
+        Some((missing, _)) if path == "." => missing.to_owned(),
+        Some((missing, _)) => format!("{path}.{missing}"),
+        None => path,
+    };
+    let message = message.split(" at line ").next().unwrap_or_default().to_owned();
+    AppError::Invalid(InvalidField::new(field, message))
+}
+
+/// An urlencoded form as name/value pairs, for forms that must come back
+/// filled in when a field is wrong.
+pub struct FormFields(pub Vec<(String, String)>);
+
+impl FormFields {
+    pub fn get(&self, name: &str) -> &str {
+        self.0
+            .iter()
+            .find(|(key, _)| key == name)
+            .map_or("", |(_, value)| value.as_str())
+    }
+}
+
+impl<S: Send + Sync> FromRequest<S> for FormFields {
+    type Rejection = AppError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let Form(fields) = Form::<Vec<(String, String)>>::from_request(req, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    AppError::PayloadTooLarge
+                } else {
+                    AppError::BadRequest(rejection.body_text())
+                }
+            })?;
+        Ok(Self(fields))
+    }
+}
+
+/// Ids in paths: anything that is not a UUID simply does not exist.
+pub fn parse_id(raw: &str) -> Result<Uuid, AppError> {
+    Uuid::parse_str(raw).map_err(|_| AppError::NotFound)
+}

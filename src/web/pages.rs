@@ -1,0 +1,93 @@
+//! Buyer pages: thin handlers around `sale` and `db`.
+
+use axum::{
+    extract::{Path, State},
+    response::{IntoResponse, Redirect, Response},
+};
+use maud::Markup;
+use uuid::Uuid;
+
+use super::{
+    AppState,
+    extract::{FormFields, parse_id},
+    views::{self, FormError, events::BuyForm},
+};
+use crate::{
+    db,
+    domain::{Email, ForField, IdempotencyKey, InvalidField, Quantity},
+    error::AppError,
+    sale::{self, PurchaseRequest},
+};
+
+pub async fn index(State(state): State<AppState>) -> Result<Markup, AppError> {
+    let events = db::events::list_published(&state.db).await?;
+    Ok(views::events::index(&events))
+}
+
+pub async fn event(State(state): State<AppState>, Path(id): Path<String>) -> Result<Markup, AppError> {
+    let detail = db::events::find_published(&state.db, parse_id(&id)?).await?;
+    let form = BuyForm {
+        idempotency_key: IdempotencyKey::generate().as_str().to_owned(),
+        ..BuyForm::default()
+    };
+    Ok(views::events::page(&detail, state.clock.now(), &form))
+}
+
+/// POST → 303 → GET: a refresh of the order page never buys again, and a
+/// resubmitted form carries the same idempotency key, so it finds the same order.
+pub async fn buy(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    fields: FormFields,
+) -> Result<Response, AppError> {
+    let event_id = parse_id(&id)?;
+    let mut form = BuyForm {
+        ticket_type_id: fields.get("ticket_type_id").to_owned(),
+        quantity: fields.get("quantity").to_owned(),
+        email: fields.get("email").to_owned(),
+        idempotency_key: fields.get("idempotency_key").to_owned(),
+        error: None,
+    };
+    let now = state.clock.now();
+    let result = match purchase_request(&form) {
+        Ok(request) => sale::purchase(&state.db, now, &request).await,
+        Err(invalid) => Err(invalid.into()),
+    };
+    let err = match result {
+        Ok(purchase) => return Ok(Redirect::to(&format!("/orders/{}", purchase.order().id)).into_response()),
+        Err(err @ (AppError::Overloaded | AppError::Internal(_))) => return Err(err),
+        Err(err) => err,
+    };
+    // Back to the event page, filled in, with the reason.
+    let detail = db::events::find_published(&state.db, event_id).await?;
+    if IdempotencyKey::parse(&form.idempotency_key).is_err() {
+        form.idempotency_key = IdempotencyKey::generate().as_str().to_owned();
+    }
+    form.error = Some(FormError::from_app(&err));
+    Ok((err.status(), views::events::page(&detail, now, &form)).into_response())
+}
+
+fn purchase_request(form: &BuyForm) -> Result<PurchaseRequest, InvalidField> {
+    let ticket_type_id = Uuid::parse_str(form.ticket_type_id.trim())
+        .map_err(|_| InvalidField::new("ticket_type_id", "Choose a ticket type."))?;
+    Ok(PurchaseRequest {
+        ticket_type_id,
+        quantity: Quantity::parse(&form.quantity).for_field("quantity")?,
+        email: Email::parse(&form.email).for_field("email")?,
+        idempotency_key: IdempotencyKey::parse(&form.idempotency_key).for_field("idempotency_key")?,
+    })
+}
+
+pub async fn order(State(state): State<AppState>, Path(id): Path<String>) -> Result<Markup, AppError> {
+    let order = db::orders::page(&state.db, parse_id(&id)?).await?;
+    Ok(views::orders::page(&order))
+}
+
+pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Result<Redirect, AppError> {
+    let order_id = parse_id(&id)?;
+    match sale::cancel(&state.db, order_id).await {
+        // A double click on "Cancel" lands on the cancelled order as well.
+        Ok(_) | Err(AppError::AlreadyCancelled) => Ok(Redirect::to(&format!("/orders/{order_id}"))),
+        Err(err) => Err(err),
+    }
+}

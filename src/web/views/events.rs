@@ -1,0 +1,132 @@
+use maud::{Markup, html};
+use time::OffsetDateTime;
+
+use super::{FormError, error_notice, format_time, invalid, layout};
+use crate::{
+    db::events::{EventDetail, EventSummary, SaleState, TicketType},
+    domain::format_price,
+};
+
+pub fn index(events: &[EventSummary]) -> Markup {
+    layout(
+        "Events",
+        html! {
+            h1 { "Upcoming events" }
+            @if events.is_empty() {
+                p.empty { "No events on sale yet. Organizers can create one under " a href="/organizer" { "Organizer" } "." }
+            } @else {
+                ul.event-list {
+                    @for event in events {
+                        li.card {
+                            h2 { a href={ "/events/" (event.id) } { (event.title) } }
+                            p.meta { (format_time(event.starts_at)) " · " (event.venue) }
+                            p {
+                                @if event.remaining == 0 {
+                                    span.badge.sold-out { "Sold out" }
+                                } @else {
+                                    span.badge { (event.remaining) " of " (event.capacity) " left" }
+                                }
+                                " Sale opens " (format_time(event.sale_opens_at))
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// What the buyer typed, kept when the form comes back with an error.
+#[derive(Debug, Clone, Default)]
+pub struct BuyForm {
+    pub ticket_type_id: String,
+    pub quantity: String,
+    pub email: String,
+    pub idempotency_key: String,
+    pub error: Option<FormError>,
+}
+
+pub fn page(detail: &EventDetail, now: OffsetDateTime, form: &BuyForm) -> Markup {
+    let event = &detail.event;
+    let state = event.sale_state(now);
+    layout(
+        &event.title,
+        html! {
+            article.event {
+                h1 { (event.title) }
+                p.meta { (format_time(event.starts_at)) " · " (event.venue) }
+                @if !event.description.is_empty() {
+                    p.description { (event.description) }
+                }
+                h2 { "Tickets" }
+                ul.ticket-types {
+                    @for tt in &detail.ticket_types { (ticket_type_row(tt)) }
+                }
+                @match state {
+                    SaleState::Cancelled => p.notice.error { "This event was cancelled." },
+                    SaleState::Draft => p.notice { "This event is not published." },
+                    SaleState::NotOpenYet => {
+                        p.notice #countdown data-opens-at=(event.sale_opens_at.unix_timestamp()) {
+                            "The sale opens " (format_time(event.sale_opens_at)) "."
+                        }
+                        (error_notice(form.error.as_ref()))
+                    },
+                    SaleState::Closed => p.notice { "The sale for this event has closed." },
+                    SaleState::Open if detail.sold_out() => p.notice.sold-out role="status" { "Sold out. Every ticket has found its owner." },
+                    SaleState::Open => (buy_form(detail, form)),
+                }
+            }
+        },
+    )
+}
+
+fn ticket_type_row(tt: &TicketType) -> Markup {
+    html! {
+        li.ticket-type {
+            span.name { (tt.name) }
+            span.price { (format_price(tt.price_minor, &tt.currency)) }
+            @if tt.remaining == 0 {
+                span.badge.sold-out { "Sold out" }
+            } @else {
+                span.badge { (tt.remaining) " of " (tt.capacity) " left" }
+            }
+        }
+    }
+}
+
+fn buy_form(detail: &EventDetail, form: &BuyForm) -> Markup {
+    let error = form.error.as_ref();
+    let available: Vec<&TicketType> = detail.ticket_types.iter().filter(|t| t.remaining > 0).collect();
+    let selected = if available.iter().any(|t| t.id.to_string() == form.ticket_type_id) {
+        form.ticket_type_id.clone()
+    } else {
+        available.first().map(|t| t.id.to_string()).unwrap_or_default()
+    };
+    let max_per_order = available.iter().map(|t| t.max_per_order).max().unwrap_or(1);
+    html! {
+        form.buy.card method="post" action={ "/events/" (detail.event.id) "/orders" } data-once {
+            h2 { "Buy tickets" }
+            (error_notice(error))
+            fieldset aria-invalid=[invalid(error, "ticket_type_id")] {
+                legend { "Ticket type" }
+                @for tt in &available {
+                    label.choice {
+                        input type="radio" name="ticket_type_id" value=(tt.id) required
+                            checked[tt.id.to_string() == selected];
+                        " " (tt.name) " — " (format_price(tt.price_minor, &tt.currency))
+                        small { " (up to " (tt.max_per_order) " per order)" }
+                    }
+                }
+            }
+            label for="quantity" { "How many" }
+            input #quantity type="number" name="quantity" min="1" max=(max_per_order) required
+                value=(if form.quantity.is_empty() { "1" } else { &form.quantity })
+                aria-invalid=[invalid(error, "quantity")];
+            label for="email" { "Email" }
+            input #email type="email" name="email" autocomplete="email" required
+                value=(form.email) aria-invalid=[invalid(error, "email")];
+            input type="hidden" name="idempotency_key" value=(form.idempotency_key);
+            button type="submit" { "Buy tickets" }
+        }
+    }
+}

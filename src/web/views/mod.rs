@@ -1,0 +1,108 @@
+//! maud templates. User text is always interpolated (escaped), never
+//! `PreEscaped`.
+
+pub mod events;
+pub mod orders;
+pub mod organizer;
+
+use axum::http::StatusCode;
+use maud::{DOCTYPE, Markup, html};
+use time::{OffsetDateTime, macros::format_description};
+
+use super::assets;
+
+/// The page frame shared by every page.
+pub fn layout(title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Stampede" }
+                link rel="stylesheet" href=(assets::url("style.css"));
+                script src=(assets::url("app.js")) defer {}
+            }
+            body {
+                a.skip href="#main" { "Skip to content" }
+                header.site {
+                    nav aria-label="Main" {
+                        a.brand href="/" { "Stampede" }
+                        a href="/" { "Events" }
+                        a href="/organizer" { "Organizer" }
+                    }
+                }
+                main #main { (body) }
+                footer.site { p { "Stampede — every ticket sold exactly once." } }
+            }
+        }
+    }
+}
+
+pub fn error_page(status: StatusCode, message: &str) -> Markup {
+    let heading = match status {
+        StatusCode::NOT_FOUND => "Not found",
+        StatusCode::SERVICE_UNAVAILABLE => "Busy",
+        s if s.is_server_error() => "Something went wrong",
+        _ => "That did not work",
+    };
+    layout(
+        heading,
+        html! {
+            section.card {
+                h1 { (heading) }
+                p.notice.error role="alert" { (message) }
+                p { a href="/" { "Back to the events" } }
+            }
+        },
+    )
+}
+
+/// "Mon 1 Mar 2027, 19:30 UTC".
+pub fn format_time(t: OffsetDateTime) -> String {
+    let format = format_description!(
+        "[weekday repr:short] [day padding:none] [month repr:short] [year], [hour]:[minute] UTC"
+    );
+    t.to_offset(time::UtcOffset::UTC)
+        .format(format)
+        .unwrap_or_else(|_| t.to_string())
+}
+
+/// The value for a `datetime-local` input.
+pub fn datetime_local(t: OffsetDateTime) -> String {
+    let format = format_description!("[year]-[month]-[day]T[hour]:[minute]");
+    t.to_offset(time::UtcOffset::UTC).format(format).unwrap_or_default()
+}
+
+/// An error shown beside a form, with the field it concerns.
+#[derive(Debug, Clone, Default)]
+pub struct FormError {
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl FormError {
+    pub fn from_app(err: &crate::error::AppError) -> Self {
+        Self {
+            field: err.field().map(str::to_owned),
+            message: err.to_string(),
+        }
+    }
+
+    pub fn is_about(&self, field: &str) -> bool {
+        self.field.as_deref() == Some(field)
+    }
+}
+
+/// `aria-invalid` for an input whose field the error names.
+pub fn invalid(error: Option<&FormError>, field: &str) -> Option<&'static str> {
+    error.filter(|e| e.is_about(field)).map(|_| "true")
+}
+
+pub fn error_notice(error: Option<&FormError>) -> Markup {
+    html! {
+        @if let Some(error) = error {
+            p.notice.error role="alert" #form-error { (error.message) }
+        }
+    }
+}

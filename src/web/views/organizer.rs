@@ -1,0 +1,168 @@
+use maud::{Markup, html};
+use uuid::Uuid;
+
+use super::{FormError, error_notice, format_time, invalid, layout};
+use crate::{
+    db::events::{EventSummary, SaleState},
+    domain::{EventInput, TicketTypeInput},
+};
+
+pub fn index(events: &[EventSummary]) -> Markup {
+    layout(
+        "Organizer",
+        html! {
+            div.heading-row {
+                h1 { "Your events" }
+                a.button href="/organizer/events/new" { "New event" }
+            }
+            @if events.is_empty() {
+                p.empty { "No events yet." }
+            } @else {
+                table.events {
+                    thead { tr { th { "Event" } th { "Starts" } th { "Status" } th { "Sold" } } }
+                    tbody {
+                        @for event in events {
+                            tr {
+                                td { a href={ "/organizer/events/" (event.id) } { (event.title) } }
+                                td { (format_time(event.starts_at)) }
+                                td { span.badge { (event.status) } }
+                                td { (event.capacity - event.remaining) " / " (event.capacity) }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// The create/edit form. `event` is set when editing.
+pub struct EventForm<'a> {
+    pub event: Option<(Uuid, SaleState)>,
+    pub input: &'a EventInput,
+    pub error: Option<FormError>,
+}
+
+/// Blank ticket-type rows offered for new ticket types.
+const BLANK_ROWS: usize = 2;
+
+pub fn form(form: &EventForm<'_>) -> Markup {
+    let error = form.error.as_ref();
+    let input = form.input;
+    let (title, action) = match form.event {
+        Some((id, _)) => ("Edit event".to_owned(), format!("/organizer/events/{id}")),
+        None => ("New event".to_owned(), "/organizer/events".to_owned()),
+    };
+    let mut rows: Vec<TicketTypeInput> = input.ticket_types.clone();
+    let blanks = if rows.is_empty() { BLANK_ROWS + 1 } else { BLANK_ROWS };
+    rows.extend(std::iter::repeat_with(TicketTypeInput::default).take(blanks));
+    html! {
+        h1 { (title) }
+        @if let Some((id, state)) = form.event { (status_bar(id, state)) }
+        form.card.event-form method="post" action=(action) data-once {
+            (error_notice(error))
+            label for="title" { "Title" }
+            input #title name="title" required maxlength="200" value=(input.title) aria-invalid=[invalid(error, "title")];
+            label for="venue" { "Venue" }
+            input #venue name="venue" required maxlength="200" value=(input.venue) aria-invalid=[invalid(error, "venue")];
+            label for="description" { "Description" }
+            textarea #description name="description" rows="4" maxlength="10000" aria-invalid=[invalid(error, "description")] { (input.description) }
+            div.row {
+                div {
+                    label for="starts_at" { "Event starts (UTC)" }
+                    input #starts_at type="datetime-local" name="starts_at" required value=(input.starts_at) aria-invalid=[invalid(error, "starts_at")];
+                }
+                div {
+                    label for="sale_opens_at" { "Sale opens (UTC)" }
+                    input #sale_opens_at type="datetime-local" name="sale_opens_at" required value=(input.sale_opens_at) aria-invalid=[invalid(error, "sale_opens_at")];
+                }
+                div {
+                    label for="sale_closes_at" { "Sale closes (UTC, optional)" }
+                    input #sale_closes_at type="datetime-local" name="sale_closes_at" value=(input.sale_closes_at) aria-invalid=[invalid(error, "sale_closes_at")];
+                }
+            }
+            @if form.event.is_none() {
+                label.choice {
+                    input type="checkbox" name="status" value="published" checked[input.status == "published"];
+                    " Publish now (otherwise it stays a draft)"
+                }
+            }
+            h2 { "Ticket types" }
+            p.hint { "Leave a row empty to skip it. Limits default to 10 per order, and per buyer to the per-order limit." }
+            @for (i, row) in rows.iter().enumerate() { (ticket_type_row(i, row, error)) }
+            button type="submit" { @if form.event.is_some() { "Save changes" } @else { "Create event" } }
+        }
+    }
+}
+
+fn ticket_type_row(i: usize, row: &TicketTypeInput, error: Option<&FormError>) -> Markup {
+    let field = |name: &str| format!("ticket_types[{i}].{name}");
+    let input_name = |name: &str| format!("tt_{name}_{i}");
+    let id = |name: &str| format!("tt-{name}-{i}");
+    html! {
+        fieldset.ticket-row {
+            legend { "Ticket type " (i + 1) }
+            @if let Some(existing) = row.id { input type="hidden" name=(input_name("id")) value=(existing); }
+            div.row {
+                div {
+                    label for=(id("name")) { "Name" }
+                    input id=(id("name")) name=(input_name("name")) maxlength="100" value=(row.name)
+                        placeholder="Standing" aria-invalid=[invalid(error, &field("name"))];
+                }
+                div {
+                    label for=(id("price")) { "Price" }
+                    input id=(id("price")) name=(input_name("price")) inputmode="decimal" value=(row.price)
+                        placeholder="25.00" aria-invalid=[invalid(error, &field("price"))];
+                }
+                div.narrow {
+                    label for=(id("currency")) { "Currency" }
+                    input id=(id("currency")) name=(input_name("currency")) maxlength="3"
+                        value=(if row.currency.is_empty() { "EUR" } else { &row.currency })
+                        aria-invalid=[invalid(error, &field("currency"))];
+                }
+                div {
+                    label for=(id("capacity")) { "Capacity" }
+                    input id=(id("capacity")) name=(input_name("capacity")) type="number" min="0" value=(row.capacity)
+                        aria-invalid=[invalid(error, &field("capacity"))];
+                }
+                div {
+                    label for=(id("max_per_order")) { "Max per order" }
+                    input id=(id("max_per_order")) name=(input_name("max_per_order")) type="number" min="1" value=(row.max_per_order)
+                        aria-invalid=[invalid(error, &field("max_per_order"))];
+                }
+                div {
+                    label for=(id("max_per_buyer")) { "Max per buyer" }
+                    input id=(id("max_per_buyer")) name=(input_name("max_per_buyer")) type="number" min="1" value=(row.max_per_buyer)
+                        aria-invalid=[invalid(error, &field("max_per_buyer"))];
+                }
+            }
+        }
+    }
+}
+
+fn status_bar(id: Uuid, state: SaleState) -> Markup {
+    html! {
+        div.status-bar.card {
+            p {
+                "Status: "
+                @match state {
+                    SaleState::Draft => { strong { "draft" } " — buyers cannot see it." },
+                    SaleState::Cancelled => { strong { "cancelled" } },
+                    SaleState::NotOpenYet => { strong { "published" } " — the sale has not opened yet." },
+                    SaleState::Open => { strong { "published" } " — on sale now." },
+                    SaleState::Closed => { strong { "published" } " — the sale has closed." },
+                }
+                " " a href={ "/events/" (id) } { "View public page" }
+            }
+            @match state {
+                SaleState::Draft => form method="post" action={ "/organizer/events/" (id) "/publish" } data-once {
+                    button type="submit" { "Publish" }
+                },
+                SaleState::Cancelled => {},
+                _ => form method="post" action={ "/organizer/events/" (id) "/unpublish" } data-once {
+                    button.secondary type="submit" { "Unpublish" }
+                },
+            }
+        }
+    }
+}
