@@ -13,9 +13,10 @@
 //! A blocked UPDATE re-checks its WHERE clause against the row version that
 //! the other transaction committed, so no interleaving can oversell. There
 //! are no application-side locks: any number of instances may share one
-//! database. Before the transaction, a read of the ticket type refuses
-//! requests that cannot succeed (not open, too many, sold out) without a
-//! write; the transaction re-checks everything itself.
+//! database. Before the transaction, one read (the key's order, if any, and
+//! the ticket type's state) replays earlier purchases and refuses requests
+//! that cannot succeed (not open, too many, sold out) without a write; the
+//! transaction re-checks everything itself.
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
@@ -85,10 +86,14 @@ pub async fn purchase(db: &PgPool, now: OffsetDateTime, request: &PurchaseReques
 }
 
 async fn purchase_inner(db: &PgPool, now: OffsetDateTime, request: &PurchaseRequest) -> Result<Purchase, AppError> {
-    if let Some(existing) = find_by_key(db, &request.email, &request.idempotency_key).await? {
+    // One snapshot answers both "was this key used?" and "can this succeed?":
+    // a twin request either committed (we see its order) or did not (we see
+    // its tickets still in stock and meet it at the INSERT below).
+    let (existing, info) = precheck(db, request).await?;
+    if let Some(existing) = existing {
         return replay(existing, request);
     }
-    let info = SaleInfo::load(db, request.ticket_type_id).await?.ok_or(AppError::NotFound)?;
+    let info = info.ok_or(AppError::NotFound)?;
     info.refusal(now, request.quantity)?;
 
     let mut tx = db.begin().await?;
@@ -208,6 +213,80 @@ pub async fn cancel(db: &PgPool, order_id: Uuid) -> Result<Order, AppError> {
     .await?;
     tx.commit().await?;
     Ok(order)
+}
+
+/// The buyer's order for this key, if any, and the ticket type's sale
+/// state, read in one statement (one snapshot, one round trip).
+async fn precheck(db: &PgPool, request: &PurchaseRequest) -> Result<(Option<Order>, Option<SaleInfo>), AppError> {
+    let row = sqlx::query!(
+        r#"SELECT o.id AS "order_id?", o.ticket_type_id AS "order_ticket_type_id?", o.email AS "order_email?",
+                  o.quantity AS "order_quantity?", o.status AS "order_status?",
+                  o.unit_price_minor AS "order_unit_price_minor?", o.currency AS "order_currency?",
+                  o.created_at AS "order_created_at?",
+                  t.remaining AS "remaining?", t.max_per_order AS "max_per_order?",
+                  t.max_per_buyer AS "max_per_buyer?", e.status AS "event_status?",
+                  e.sale_opens_at AS "sale_opens_at?", e.sale_closes_at
+           FROM (VALUES (1)) AS one (x)
+           LEFT JOIN orders o ON o.email = $2 AND o.idempotency_key = $3
+           LEFT JOIN ticket_types t ON t.id = $1
+           LEFT JOIN events e ON e.id = t.event_id"#,
+        request.ticket_type_id,
+        request.email.as_str(),
+        request.idempotency_key.as_str(),
+    )
+    .fetch_one(db)
+    .await?;
+    let order = match (
+        row.order_id,
+        row.order_ticket_type_id,
+        row.order_email,
+        row.order_quantity,
+        row.order_status,
+        row.order_unit_price_minor,
+        row.order_currency,
+        row.order_created_at,
+    ) {
+        (
+            Some(id),
+            Some(ticket_type_id),
+            Some(email),
+            Some(quantity),
+            Some(status),
+            Some(unit_price_minor),
+            Some(currency),
+            Some(created_at),
+        ) => Some(Order {
+            id,
+            ticket_type_id,
+            email,
+            quantity,
+            status,
+            unit_price_minor,
+            currency,
+            created_at,
+        }),
+        _ => None,
+    };
+    let info = match (
+        row.remaining,
+        row.max_per_order,
+        row.max_per_buyer,
+        row.event_status,
+        row.sale_opens_at,
+    ) {
+        (Some(remaining), Some(max_per_order), Some(max_per_buyer), Some(status), Some(sale_opens_at)) => {
+            Some(SaleInfo {
+                remaining,
+                max_per_order,
+                max_per_buyer,
+                status,
+                sale_opens_at,
+                sale_closes_at: row.sale_closes_at,
+            })
+        }
+        _ => None,
+    };
+    Ok((order, info))
 }
 
 pub async fn find_by_id(db: &PgPool, order_id: Uuid) -> Result<Option<Order>, AppError> {

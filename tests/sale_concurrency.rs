@@ -1,0 +1,390 @@
+//! The sale path under real concurrency against real Postgres. Every test
+//! checks the DESIGN.md invariants from the tables, never from responses.
+
+mod common;
+
+use std::{collections::BTreeSet, sync::Arc};
+
+use common::{TicketSpec, assert_invariants, confirmed_order_ids, now, order_count, pool, published_event, sold};
+use rand::Rng;
+use sqlx::{
+    PgPool,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
+use stampede::{
+    domain::{Email, IdempotencyKey, Quantity},
+    error::AppError,
+    sale::{self, Purchase, PurchaseRequest},
+};
+use time::Duration as Span;
+use tokio::sync::Barrier;
+use uuid::Uuid;
+
+fn request(ticket_type_id: Uuid, quantity: i64, email: &str, key: &str) -> PurchaseRequest {
+    PurchaseRequest {
+        ticket_type_id,
+        quantity: Quantity::new(quantity).unwrap(),
+        email: Email::parse(email).unwrap(),
+        idempotency_key: IdempotencyKey::parse(key).unwrap(),
+    }
+}
+
+fn fresh_key() -> String {
+    Uuid::new_v4().to_string()
+}
+
+/// Run every request at once (released together by a barrier).
+async fn race(pool: &PgPool, requests: Vec<PurchaseRequest>) -> Vec<(PurchaseRequest, Result<Purchase, AppError>)> {
+    let barrier = Arc::new(Barrier::new(requests.len()));
+    let tasks: Vec<_> = requests
+        .into_iter()
+        .map(|request| {
+            let pool = pool.clone();
+            let barrier = barrier.clone();
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let result = sale::purchase(&pool, now(), &request).await;
+                (request, result)
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(task.await.unwrap());
+    }
+    results
+}
+
+/// Seed 000: 200 buyers at once on 10 tickets, each asking for 1–4.
+#[sqlx::test]
+async fn two_hundred_buyers_racing_for_ten_tickets_never_oversell(_: PgPoolOptions, connect: PgConnectOptions) {
+    let pool = pool(connect, 32).await;
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    let tt = fixture.ticket_type_id();
+    let mut rng = rand::rng();
+    let requests: Vec<_> = (0..200)
+        .map(|i| request(tt, rng.random_range(1..=4), &format!("buyer{i}@example.org"), &fresh_key()))
+        .collect();
+
+    let results = race(&pool, requests).await;
+
+    let sold_total = sold(&pool, tt).await;
+    assert_invariants(&pool).await;
+    assert!(sold_total <= 10, "sold {sold_total} of 10");
+    let remaining = 10 - sold_total;
+    let mut answered = BTreeSet::new();
+    let mut answered_quantity = 0;
+    for (request, result) in &results {
+        match result {
+            Ok(Purchase::Created(order)) => {
+                assert!(answered.insert(order.id), "two answers name one order");
+                assert_eq!(order.quantity, request.quantity.get());
+                answered_quantity += i64::from(order.quantity);
+            }
+            Ok(Purchase::Replayed(_)) => panic!("no key was reused, nothing may replay"),
+            // Refused: it asked for more than is left now (stock only shrinks).
+            Err(AppError::SoldOut | AppError::NotEnoughLeft { .. }) => {
+                assert!(
+                    i64::from(request.quantity.get()) > remaining,
+                    "refused {} although {remaining} are still left",
+                    request.quantity.get()
+                );
+            }
+            Err(other) => panic!("unexpected error: {other:?}"),
+        }
+    }
+    assert_eq!(answered, confirmed_order_ids(&pool).await, "every success is exactly one committed order");
+    assert_eq!(answered_quantity, sold_total);
+    pool.close().await;
+}
+
+#[sqlx::test]
+async fn choosing_and_dropping_a_course_concurrently_keeps_counts_consistent(_: PgPoolOptions, connect: PgConnectOptions) {
+    let pool = pool(connect, 32).await;
+    let fixture = published_event(&pool, &[TicketSpec::new(100, 1, 1)]).await;
+    let tt = fixture.ticket_type_id();
+
+    // 60 students already hold a seat.
+    let mut held = Vec::new();
+    for i in 0..60 {
+        let email = format!("early{i}@uni.example");
+        let purchase = sale::purchase(&pool, now(), &request(tt, 1, &email, &fresh_key())).await.unwrap();
+        held.push((email, purchase.order().id));
+    }
+
+    // At once: 150 newcomers choose; each early student drops (twice, as a
+    // double click would) and then chooses again.
+    let barrier = Arc::new(Barrier::new(150 + 60));
+    let mut tasks = Vec::new();
+    for i in 0..150 {
+        let (pool, barrier) = (pool.clone(), barrier.clone());
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let email = format!("late{i}@uni.example");
+            let outcome = sale::purchase(&pool, now(), &request(tt, 1, &email, &fresh_key())).await;
+            match outcome {
+                Ok(Purchase::Created(_)) | Err(AppError::SoldOut) => (0, 0),
+                other => panic!("newcomer: unexpected {other:?}"),
+            }
+        }));
+    }
+    for (email, order_id) in held {
+        let (pool, barrier) = (pool.clone(), barrier.clone());
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let (first, second) = tokio::join!(sale::cancel(&pool, order_id), sale::cancel(&pool, order_id));
+            let dropped = [&first, &second].iter().filter(|r| r.is_ok()).count();
+            let refused = [&first, &second]
+                .iter()
+                .filter(|r| matches!(r, Err(AppError::AlreadyCancelled)))
+                .count();
+            assert_eq!((dropped, refused), (1, 1), "a drop happens exactly once: {first:?} {second:?}");
+            match sale::purchase(&pool, now(), &request(tt, 1, &email, &fresh_key())).await {
+                Ok(Purchase::Created(_)) | Err(AppError::SoldOut) => (1, 1),
+                other => panic!("re-choose: unexpected {other:?}"),
+            }
+        }));
+    }
+    let mut drops = 0;
+    for task in tasks {
+        drops += task.await.unwrap().0;
+    }
+
+    assert_invariants(&pool).await;
+    assert_eq!(drops, 60);
+    let cancelled: i64 = sqlx::query_scalar("SELECT count(*) FROM orders WHERE status = 'cancelled'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(cancelled, 60, "each drop cancelled exactly one order");
+    // 210 students wanted one of 100 seats and seats came back: all are taken.
+    assert_eq!(sold(&pool, tt).await, 100);
+    pool.close().await;
+}
+
+#[sqlx::test]
+async fn one_buyer_firing_fifty_purchases_gets_at_most_the_buyer_limit(_: PgPoolOptions, connect: PgConnectOptions) {
+    let pool = pool(connect, 32).await;
+    let fixture = published_event(&pool, &[TicketSpec::new(100, 2, 4)]).await;
+    let tt = fixture.ticket_type_id();
+    // The same person, spelled differently: normalisation makes one buyer.
+    let spellings = ["scalper@example.org", "Scalper@Example.org", " SCALPER@example.org "];
+    let requests: Vec<_> = (0..50)
+        .map(|i| request(tt, 1 + (i % 2), spellings[i as usize % 3], &fresh_key()))
+        .collect();
+
+    let results = race(&pool, requests).await;
+
+    assert_invariants(&pool).await;
+    let held = sold(&pool, tt).await;
+    assert!(held <= 4, "one buyer holds {held} tickets, limit 4");
+    // Stock was plentiful, so the buyer reached the limit (or stopped one short
+    // when only 2-ticket requests were left); every refusal names the limit.
+    assert!(held >= 3, "the buyer should get close to the limit, got {held}");
+    for (_, result) in &results {
+        match result {
+            Ok(Purchase::Created(_)) => {}
+            Err(AppError::BuyerLimit { max: 4, .. }) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let holding: i32 = sqlx::query_scalar("SELECT quantity FROM buyer_holdings WHERE ticket_type_id = $1")
+        .bind(tt)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(i64::from(holding), held);
+    pool.close().await;
+}
+
+#[sqlx::test]
+async fn the_same_idempotency_key_twenty_times_at_once_makes_one_order(_: PgPoolOptions, connect: PgConnectOptions) {
+    let pool = pool(connect, 32).await;
+    let fixture = published_event(&pool, &[TicketSpec::new(50, 4, 4)]).await;
+    let tt = fixture.ticket_type_id();
+    let key = fresh_key();
+    let requests: Vec<_> = (0..20).map(|_| request(tt, 2, "ada@example.org", &key)).collect();
+
+    let results = race(&pool, requests).await;
+
+    assert_invariants(&pool).await;
+    assert_eq!(order_count(&pool).await, 1);
+    assert_eq!(sold(&pool, tt).await, 2);
+    let ids: BTreeSet<Uuid> = results
+        .iter()
+        .map(|(_, r)| r.as_ref().expect("no error for a replay").order().id)
+        .collect();
+    assert_eq!(ids, confirmed_order_ids(&pool).await, "all twenty answers name the one order");
+    let created = results.iter().filter(|(_, r)| matches!(r, Ok(Purchase::Created(_)))).count();
+    assert_eq!(created, 1);
+
+    // The same key for a different purchase is refused and writes nothing.
+    let conflict = sale::purchase(&pool, now(), &request(tt, 3, "ada@example.org", &key)).await;
+    assert!(matches!(conflict, Err(AppError::IdempotencyConflict)), "{conflict:?}");
+    // Another buyer may use the same key string for their own order.
+    let other = sale::purchase(&pool, now(), &request(tt, 1, "bob@example.org", &key)).await.unwrap();
+    assert!(matches!(other, Purchase::Created(_)));
+    assert_eq!(order_count(&pool).await, 2);
+    assert_invariants(&pool).await;
+    pool.close().await;
+}
+
+#[sqlx::test]
+async fn a_cancelled_order_returns_its_tickets_exactly_once(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(5, 5, 5)]).await;
+    let tt = fixture.ticket_type_id();
+    let order = sale::purchase(&pool, now(), &request(tt, 5, "ada@example.org", &fresh_key()))
+        .await
+        .unwrap()
+        .order()
+        .clone();
+    let sold_out = sale::purchase(&pool, now(), &request(tt, 1, "bob@example.org", &fresh_key())).await;
+    assert!(matches!(sold_out, Err(AppError::SoldOut)), "{sold_out:?}");
+
+    let cancelled = sale::cancel(&pool, order.id).await.unwrap();
+    assert_eq!(cancelled.status, "cancelled");
+    assert!(matches!(sale::cancel(&pool, order.id).await, Err(AppError::AlreadyCancelled)));
+    assert!(matches!(sale::cancel(&pool, Uuid::new_v4()).await, Err(AppError::NotFound)));
+    let remaining: i32 = sqlx::query_scalar("SELECT remaining FROM ticket_types WHERE id = $1")
+        .bind(tt)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(remaining, 5);
+    assert_invariants(&pool).await;
+
+    // The buyer's limit is freed too: they can buy again.
+    let again = sale::purchase(&pool, now(), &request(tt, 5, "ada@example.org", &fresh_key())).await;
+    assert!(matches!(again, Ok(Purchase::Created(_))), "{again:?}");
+    assert_invariants(&pool).await;
+}
+
+#[sqlx::test]
+async fn purchases_outside_the_sale_window_are_refused_and_write_nothing(pool: PgPool) {
+    let t0 = now();
+    let specs = [TicketSpec::new(10, 4, 4)];
+    let future = common::event_with_window(&pool, t0 + Span::hours(1), None, "published", &specs).await;
+    let closed =
+        common::event_with_window(&pool, t0 - Span::hours(2), Some(t0 - Span::hours(1)), "published", &specs).await;
+    let draft = common::event_with_window(&pool, t0 - Span::hours(1), None, "draft", &specs).await;
+
+    let attempt = |tt: Uuid, at| {
+        let pool = pool.clone();
+        async move { sale::purchase(&pool, at, &request(tt, 1, "ada@example.org", &fresh_key())).await }
+    };
+    assert!(matches!(attempt(future.ticket_type_id(), t0).await, Err(AppError::SaleNotOpen { .. })));
+    assert!(matches!(attempt(closed.ticket_type_id(), t0).await, Err(AppError::SaleClosed(_))));
+    assert!(matches!(attempt(draft.ticket_type_id(), t0).await, Err(AppError::NotFound)));
+    assert!(matches!(attempt(Uuid::new_v4(), t0).await, Err(AppError::NotFound)));
+    assert_eq!(order_count(&pool).await, 0);
+    assert_invariants(&pool).await;
+
+    // The injected clock decides: the same request succeeds once the sale opens.
+    let opened = attempt(future.ticket_type_id(), t0 + Span::hours(1)).await;
+    assert!(matches!(opened, Ok(Purchase::Created(_))), "{opened:?}");
+    // And the closing instant itself is already closed.
+    let at_close = attempt(closed.ticket_type_id(), t0 - Span::hours(1)).await;
+    assert!(matches!(at_close, Err(AppError::SaleClosed(_))), "{at_close:?}");
+}
+
+#[sqlx::test]
+async fn more_than_the_per_order_maximum_is_refused_before_any_write(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 2, 6)]).await;
+    let result = sale::purchase(
+        &pool,
+        now(),
+        &request(fixture.ticket_type_id(), 3, "ada@example.org", &fresh_key()),
+    )
+    .await;
+    assert!(matches!(result, Err(AppError::OrderLimit { max: 2 })), "{result:?}");
+    assert_eq!(order_count(&pool).await, 0);
+    let holdings: i64 = sqlx::query_scalar("SELECT count(*) FROM buyer_holdings")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(holdings, 0);
+    assert_invariants(&pool).await;
+}
+
+#[sqlx::test]
+async fn the_database_refuses_negative_stock_even_without_the_application(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(3, 3, 3)]).await;
+    let err = sqlx::query("UPDATE ticket_types SET remaining = remaining - 4 WHERE id = $1")
+        .bind(fixture.ticket_type_id())
+        .execute(&pool)
+        .await
+        .unwrap_err();
+    let constraint = err.as_database_error().and_then(|e| e.constraint()).map(str::to_owned);
+    assert_eq!(constraint.as_deref(), Some("ticket_types_remaining_non_negative"));
+    let err = sqlx::query(
+        "INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency)
+         VALUES ($1, 'ada@example.org', 0, 'k', 0, 'EUR')",
+    )
+    .bind(fixture.ticket_type_id())
+    .execute(&pool)
+    .await
+    .unwrap_err();
+    let constraint = err.as_database_error().and_then(|e| e.constraint()).map(str::to_owned);
+    assert_eq!(constraint.as_deref(), Some("orders_quantity_positive"));
+}
+
+#[sqlx::test]
+async fn changing_capacity_during_a_rush_keeps_the_books_balanced(_: PgPoolOptions, connect: PgConnectOptions) {
+    let pool = pool(connect, 32).await;
+    let fixture = published_event(&pool, &[TicketSpec::new(50, 1, 1)]).await;
+    let tt = fixture.ticket_type_id();
+    let barrier = Arc::new(Barrier::new(101));
+    let mut buyers = Vec::new();
+    for i in 0..100 {
+        let (pool, barrier) = (pool.clone(), barrier.clone());
+        buyers.push(tokio::spawn(async move {
+            barrier.wait().await;
+            sale::purchase(&pool, now(), &request(tt, 1, &format!("b{i}@example.org"), &fresh_key())).await
+        }));
+    }
+    // The organizer raises the capacity to 80 in the middle of the rush.
+    let detail = stampede::db::events::find(&pool, fixture.event_id).await.unwrap().unwrap();
+    let organizer = {
+        let pool = pool.clone();
+        let barrier = barrier.clone();
+        tokio::spawn(async move {
+            barrier.wait().await;
+            let mut input = stampede::domain::EventInput {
+                title: detail.event.title.clone(),
+                description: detail.event.description.clone(),
+                venue: detail.event.venue.clone(),
+                starts_at: stampede::web::views::datetime_local(detail.event.starts_at),
+                sale_opens_at: stampede::web::views::datetime_local(detail.event.sale_opens_at),
+                ..Default::default()
+            };
+            let tt = &detail.ticket_types[0];
+            input.ticket_types.push(stampede::domain::TicketTypeInput {
+                id: Some(tt.id),
+                name: tt.name.clone(),
+                price: "25.00".into(),
+                currency: "EUR".into(),
+                capacity: "80".into(),
+                max_per_order: "1".into(),
+                max_per_buyer: "1".into(),
+                price_is_minor: false,
+            });
+            stampede::db::events::update(&pool, detail.event.id, &input.parse().unwrap()).await
+        })
+    };
+    for buyer in buyers {
+        match buyer.await.unwrap() {
+            Ok(_) | Err(AppError::SoldOut) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    organizer.await.unwrap().unwrap();
+    let sold_total = assert_invariants(&pool).await[0].1;
+    assert!(sold_total <= 80);
+    let capacity: i32 = sqlx::query_scalar("SELECT capacity FROM ticket_types WHERE id = $1")
+        .bind(tt)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(capacity, 80);
+    pool.close().await;
+}
