@@ -28,12 +28,18 @@ impl ManualClock {
     }
 
     pub fn set(&self, now: OffsetDateTime) {
-        *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = now;
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = now;
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> OffsetDateTime {
-        *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -9,7 +9,11 @@ use sqlx::{
 };
 
 #[derive(Debug, clap::Parser)]
-#[command(name = "stampede", version, about = "Ticketing for the on-sale rush: every ticket sold exactly once.")]
+#[command(
+    name = "stampede",
+    version,
+    about = "Ticketing for the on-sale rush: every ticket sold exactly once."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -21,7 +25,12 @@ pub struct Cli {
     pub database_url: Option<String>,
 
     /// Log format: `human` or `json`. Filter with RUST_LOG.
-    #[arg(long, env = "STAMPEDE_LOG_FORMAT", default_value = "human", global = true)]
+    #[arg(
+        long,
+        env = "STAMPEDE_LOG_FORMAT",
+        default_value = "human",
+        global = true
+    )]
     pub log_format: LogFormat,
 
     #[command(flatten)]
@@ -45,25 +54,50 @@ pub enum LogFormat {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Address to listen on.
-    #[arg(long, env = "STAMPEDE_LISTEN", default_value = "127.0.0.1:3000", global = true)]
+    #[arg(
+        long,
+        env = "STAMPEDE_LISTEN",
+        default_value = "127.0.0.1:3000",
+        global = true
+    )]
     pub listen: SocketAddr,
 
     /// Database connections in the pool. Under a rush the pool is the queue:
     /// more connections than cores mostly adds lock contention.
-    #[arg(long, env = "STAMPEDE_DB_MAX_CONNECTIONS", default_value_t = 16, global = true)]
+    #[arg(
+        long,
+        env = "STAMPEDE_DB_MAX_CONNECTIONS",
+        default_value_t = 16,
+        global = true
+    )]
     pub db_max_connections: u32,
 
     /// How long a request waits for a database connection before it is
     /// answered 503 with Retry-After.
-    #[arg(long, env = "STAMPEDE_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 2000, global = true)]
+    #[arg(
+        long,
+        env = "STAMPEDE_DB_ACQUIRE_TIMEOUT_MS",
+        default_value_t = 2000,
+        global = true
+    )]
     pub db_acquire_timeout_ms: u64,
 
     /// Requests handled at once; beyond this, new ones get 503 at once.
-    #[arg(long, env = "STAMPEDE_MAX_IN_FLIGHT", default_value_t = 2048, global = true)]
+    #[arg(
+        long,
+        env = "STAMPEDE_MAX_IN_FLIGHT",
+        default_value_t = 2048,
+        global = true
+    )]
     pub max_in_flight: usize,
 
     /// Seconds before a request is abandoned with 503.
-    #[arg(long, env = "STAMPEDE_REQUEST_TIMEOUT_SECS", default_value_t = 15, global = true)]
+    #[arg(
+        long,
+        env = "STAMPEDE_REQUEST_TIMEOUT_SECS",
+        default_value_t = 15,
+        global = true
+    )]
     pub request_timeout_secs: u64,
 }
 
@@ -71,7 +105,9 @@ pub struct ServeArgs {
 /// local socket, OS user) with the database `stampede` unless PGDATABASE says.
 pub fn connect_options(database_url: Option<&str>) -> anyhow::Result<PgConnectOptions> {
     let options = match database_url {
-        Some(url) => PgConnectOptions::from_str(url).context("DATABASE_URL is not a valid Postgres URL")?,
+        Some(url) => {
+            PgConnectOptions::from_str(url).context("DATABASE_URL is not a valid Postgres URL")?
+        }
         None => {
             let options = PgConnectOptions::new();
             if std::env::var_os("PGDATABASE").is_some() {
@@ -99,7 +135,10 @@ pub async fn ensure_database(options: &PgConnectOptions) -> anyhow::Result<()> {
                 .await
                 .context("connecting to the `postgres` database to create ours")?;
             let quoted = format!("\"{}\"", name.replace('"', "\"\""));
-            match sqlx::query(&format!("CREATE DATABASE {quoted}")).execute(&mut admin).await {
+            match sqlx::query(&format!("CREATE DATABASE {quoted}"))
+                .execute(&mut admin)
+                .await
+            {
                 // Another instance may have created it a moment ago.
                 Err(sqlx::Error::Database(err)) if err.code().as_deref() == Some("42P04") => {}
                 other => {
@@ -125,6 +164,9 @@ pub async fn connect_pool(options: PgConnectOptions, args: &ServeArgs) -> anyhow
 }
 
 pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
-    sqlx::migrate!("./migrations").run(pool).await.context("applying migrations")?;
+    sqlx::migrate!("./migrations")
+        .run(pool)
+        .await
+        .context("applying migrations")?;
     Ok(())
 }

@@ -88,7 +88,9 @@ impl AppError {
     pub fn field(&self) -> Option<&str> {
         match self {
             Self::Invalid(f) => Some(&f.field),
-            Self::NotEnoughLeft { .. } | Self::OrderLimit { .. } | Self::BuyerLimit { .. } => Some("quantity"),
+            Self::NotEnoughLeft { .. } | Self::OrderLimit { .. } | Self::BuyerLimit { .. } => {
+                Some("quantity")
+            }
             Self::IdempotencyConflict => Some("idempotency_key"),
             _ => None,
         }
@@ -131,19 +133,24 @@ impl From<sqlx::Error> for AppError {
 /// Named constraints from migrations/ mapped to the 4xx a person should see.
 /// The sale path checks these conditions itself; this is the last line.
 fn constraint_error(name: &str) -> Option<AppError> {
-    let invalid = |field: &str, message: &str| Some(AppError::Invalid(InvalidField::new(field, message)));
+    let invalid =
+        |field: &str, message: &str| Some(AppError::Invalid(InvalidField::new(field, message)));
     match name {
         "ticket_types_remaining_non_negative" => Some(AppError::SoldOut),
         "orders_quantity_positive" => invalid("quantity", "Choose at least 1 ticket."),
         "orders_buyer_idempotency_key" => Some(AppError::IdempotencyConflict),
         "orders_ticket_type_id_fkey" => Some(AppError::NotFound),
-        "ticket_types_remaining_within_capacity" | "ticket_types_capacity_non_negative" => {
-            invalid("capacity", "The capacity cannot go below the tickets already sold.")
+        "ticket_types_remaining_within_capacity" | "ticket_types_capacity_non_negative" => invalid(
+            "capacity",
+            "The capacity cannot go below the tickets already sold.",
+        ),
+        "ticket_types_buyer_limit_covers_order" => invalid(
+            "max_per_buyer",
+            "The limit per buyer cannot be below the limit per order.",
+        ),
+        "events_sale_window_ordered" => {
+            invalid("sale_closes_at", "The sale must close after it opens.")
         }
-        "ticket_types_buyer_limit_covers_order" => {
-            invalid("max_per_buyer", "The limit per buyer cannot be below the limit per order.")
-        }
-        "events_sale_window_ordered" => invalid("sale_closes_at", "The sale must close after it opens."),
         _ => None,
     }
 }
@@ -152,7 +159,11 @@ impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         self.log();
         let status = self.status();
-        let mut response = (status, crate::web::views::error_page(status, &self.to_string())).into_response();
+        let mut response = (
+            status,
+            crate::web::views::error_page(status, &self.to_string()),
+        )
+            .into_response();
         self.add_retry_after(&mut response);
         response
     }

@@ -35,9 +35,12 @@ async fn serve(pool: sqlx::PgPool, args: &config::ServeArgs) -> anyhow::Result<(
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
-    axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown_signal())
+    .await?;
     // In-flight requests have finished; let their transactions settle.
     pool.close().await;
     tracing::info!("stopped");

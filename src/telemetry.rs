@@ -8,9 +8,16 @@ pub fn init(format: LogFormat) {
         .unwrap_or_else(|_| EnvFilter::new("stampede=info,tower_http=info,sqlx=warn"));
     let registry = tracing_subscriber::registry().with(filter);
     match format {
-        LogFormat::Human => registry.with(fmt::layer().with_writer(std::io::stderr)).init(),
+        LogFormat::Human => registry
+            .with(fmt::layer().with_writer(std::io::stderr))
+            .init(),
         LogFormat::Json => registry
-            .with(fmt::layer().json().with_current_span(true).with_writer(std::io::stderr))
+            .with(
+                fmt::layer()
+                    .json()
+                    .with_current_span(true)
+                    .with_writer(std::io::stderr),
+            )
             .init(),
     }
 }

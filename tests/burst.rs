@@ -43,7 +43,12 @@ async fn buy_api(client: &reqwest::Client, base: &str, body: Value) -> Answer {
     }
 }
 
-async fn buy_form(client: &reqwest::Client, base: &str, event_id: Uuid, fields: &[(&str, String)]) -> Answer {
+async fn buy_form(
+    client: &reqwest::Client,
+    base: &str,
+    event_id: Uuid,
+    fields: &[(&str, String)],
+) -> Answer {
     let body = fields
         .iter()
         .map(|(k, v)| format!("{k}={}", v.replace('@', "%40")))
@@ -65,7 +70,9 @@ async fn buy_form(client: &reqwest::Client, base: &str, event_id: Uuid, fields: 
     let text = response.text().await.unwrap_or_default();
     match (status, location) {
         (303, Some(location)) => {
-            let id = location.strip_prefix("/orders/").and_then(|s| Uuid::parse_str(s).ok());
+            let id = location
+                .strip_prefix("/orders/")
+                .and_then(|s| Uuid::parse_str(s).ok());
             id.map_or(Answer::Other(303, location), Answer::Sold)
         }
         (409, _) if text.contains("Sold out") => Answer::Refused("sold_out".into()),
@@ -113,8 +120,15 @@ async fn ten_thousand_attempts_on_a_hundred_tickets_sell_exactly_a_hundred(
     let elapsed = started.elapsed();
     eprintln!("10,000 attempts on 100 tickets over HTTP took {elapsed:.2?}");
 
-    let others: Vec<_> = answers.iter().filter(|a| matches!(a, Answer::Other(..))).take(5).collect();
-    assert!(others.is_empty(), "errors instead of clean answers: {others:?}");
+    let others: Vec<_> = answers
+        .iter()
+        .filter(|a| matches!(a, Answer::Other(..)))
+        .take(5)
+        .collect();
+    assert!(
+        others.is_empty(),
+        "errors instead of clean answers: {others:?}"
+    );
     let sold_ids: BTreeSet<Uuid> = answers
         .iter()
         .filter_map(|a| match a {
@@ -122,12 +136,20 @@ async fn ten_thousand_attempts_on_a_hundred_tickets_sell_exactly_a_hundred(
             _ => None,
         })
         .collect();
-    let refusals = answers.iter().filter(|a| **a == Answer::Refused("sold_out".into())).count();
+    let refusals = answers
+        .iter()
+        .filter(|a| **a == Answer::Refused("sold_out".into()))
+        .count();
     assert_eq!(sold_ids.len(), 100, "exactly 100 successes");
     assert_eq!(refusals, 9_900, "9,900 clean sold-out refusals");
     assert_eq!(sold(&pool, tt).await, 100);
-    assert_eq!(sold_ids, confirmed_order_ids(&pool).await, "every success is one committed order");
+    assert_eq!(
+        sold_ids,
+        confirmed_order_ids(&pool).await,
+        "every success is one committed order"
+    );
     assert_invariants(&pool).await;
+    pool.close().await;
 }
 
 /// A `stampede serve` child process, stopped with SIGTERM on drop.
@@ -138,7 +160,11 @@ struct Server {
 
 impl Server {
     async fn start(database_url: &str) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let child = Command::new(env!("CARGO_BIN_EXE_stampede"))
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
             .args(["--database-url", database_url, "--db-max-connections", "8"])
@@ -146,13 +172,16 @@ impl Server {
             .stdout(Stdio::null())
             .spawn()
             .expect("start stampede serve");
-        let base = format!("http://127.0.0.1:{port}");
+        // Owned by `Server` at once, so that Drop reaps it on any panic.
+        let server = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
         let client = reqwest::Client::new();
         for _ in 0..200 {
-            if let Ok(r) = client.get(format!("{base}/healthz")).send().await {
-                if r.status().is_success() {
-                    return Self { child, base };
-                }
+            let health = client.get(format!("{}/healthz", server.base)).send().await;
+            if health.is_ok_and(|r| r.status().is_success()) {
+                return server;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -166,7 +195,10 @@ impl Server {
         assert!(sent.success());
         for _ in 0..100 {
             if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(status.success(), "stampede exited with {status} after SIGTERM");
+                assert!(
+                    status.success(),
+                    "stampede exited with {status} after SIGTERM"
+                );
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -190,11 +222,13 @@ fn database_url(connect: &PgConnectOptions) -> String {
         connect.get_port(),
         connect.get_database().expect("sqlx::test names a database")
     )
-    pool.close().await;
 }
 
 #[sqlx::test]
-async fn two_server_processes_sharing_one_database_never_oversell(_: PgPoolOptions, connect: PgConnectOptions) {
+async fn two_server_processes_sharing_one_database_never_oversell(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
     let pool = common::pool(connect.clone(), 4).await;
     let fixture = published_event(&pool, &[TicketSpec::new(50, 2, 2)]).await;
     let tt = fixture.ticket_type_id();
@@ -213,7 +247,10 @@ async fn two_server_processes_sharing_one_database_never_oversell(_: PgPoolOptio
                     "email": format!("twin{i}@example.org"),
                     "idempotency_key": format!("key-{i}"),
                 });
-                let (first, second) = tokio::join!(buy_api(&client, &a, body.clone()), buy_api(&client, &b, body));
+                let (first, second) = tokio::join!(
+                    buy_api(&client, &a, body.clone()),
+                    buy_api(&client, &b, body)
+                );
                 (i, first, second)
             }
         })
@@ -222,19 +259,25 @@ async fn two_server_processes_sharing_one_database_never_oversell(_: PgPoolOptio
         .await;
 
     assert_invariants(&pool).await;
-    assert_eq!(sold(&pool, tt).await, 50, "demand far above supply sells out exactly");
-    let orders: BTreeMap<String, i64> = sqlx::query_as::<_, (String, i64)>(
-        "SELECT email, count(*) FROM orders GROUP BY email",
-    )
-    .fetch_all(&pool)
-    .await
-    .unwrap()
-    .into_iter()
-    .collect();
+    assert_eq!(
+        sold(&pool, tt).await,
+        50,
+        "demand far above supply sells out exactly"
+    );
+    let orders: BTreeMap<String, i64> =
+        sqlx::query_as::<_, (String, i64)>("SELECT email, count(*) FROM orders GROUP BY email")
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
     let mut answered = BTreeSet::new();
     for (i, first, second) in &answers {
         let email = format!("twin{i}@example.org");
-        assert!(orders.get(&email).copied().unwrap_or(0) <= 1, "{email} has two orders for one key");
+        assert!(
+            orders.get(&email).copied().unwrap_or(0) <= 1,
+            "{email} has two orders for one key"
+        );
         let ids: Vec<Uuid> = [first, second]
             .iter()
             .filter_map(|a| match a {
@@ -244,19 +287,33 @@ async fn two_server_processes_sharing_one_database_never_oversell(_: PgPoolOptio
             .collect();
         for answer in [first, second] {
             assert!(
-                matches!(answer, Answer::Sold(_) | Answer::Replayed(_) | Answer::Refused(_)),
+                matches!(
+                    answer,
+                    Answer::Sold(_) | Answer::Replayed(_) | Answer::Refused(_)
+                ),
                 "buyer {i}: unexpected {answer:?}"
             );
         }
         // A buyer who was told "you have tickets" hears it from both
         // instances, about the same order.
         if !ids.is_empty() {
-            assert_eq!(ids.len(), 2, "buyer {i}: one instance sold, the other refused: {first:?} {second:?}");
-            assert_eq!(ids[0], ids[1], "buyer {i}: two different orders for one key");
+            assert_eq!(
+                ids.len(),
+                2,
+                "buyer {i}: one instance sold, the other refused: {first:?} {second:?}"
+            );
+            assert_eq!(
+                ids[0], ids[1],
+                "buyer {i}: two different orders for one key"
+            );
             answered.insert(ids[0]);
         }
     }
-    assert_eq!(answered, confirmed_order_ids(&pool).await, "every committed order was answered");
+    assert_eq!(
+        answered,
+        confirmed_order_ids(&pool).await,
+        "every committed order was answered"
+    );
 
     a.stop();
     b.stop();

@@ -5,7 +5,10 @@ mod common;
 
 use std::{collections::BTreeSet, sync::Arc};
 
-use common::{TicketSpec, assert_invariants, confirmed_order_ids, now, order_count, pool, published_event, sold};
+use common::{
+    TicketSpec, assert_invariants, confirmed_order_ids, now, order_count, pool, published_event,
+    sold,
+};
 use rand::Rng;
 use sqlx::{
     PgPool,
@@ -34,7 +37,10 @@ fn fresh_key() -> String {
 }
 
 /// Run every request at once (released together by a barrier).
-async fn race(pool: &PgPool, requests: Vec<PurchaseRequest>) -> Vec<(PurchaseRequest, Result<Purchase, AppError>)> {
+async fn race(
+    pool: &PgPool,
+    requests: Vec<PurchaseRequest>,
+) -> Vec<(PurchaseRequest, Result<Purchase, AppError>)> {
     let barrier = Arc::new(Barrier::new(requests.len()));
     let tasks: Vec<_> = requests
         .into_iter()
@@ -57,13 +63,23 @@ async fn race(pool: &PgPool, requests: Vec<PurchaseRequest>) -> Vec<(PurchaseReq
 
 /// Seed 000: 200 buyers at once on 10 tickets, each asking for 1–4.
 #[sqlx::test]
-async fn two_hundred_buyers_racing_for_ten_tickets_never_oversell(_: PgPoolOptions, connect: PgConnectOptions) {
+async fn two_hundred_buyers_racing_for_ten_tickets_never_oversell(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
     let pool = pool(connect, 32).await;
     let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
     let tt = fixture.ticket_type_id();
     let mut rng = rand::rng();
     let requests: Vec<_> = (0..200)
-        .map(|i| request(tt, rng.random_range(1..=4), &format!("buyer{i}@example.org"), &fresh_key()))
+        .map(|i| {
+            request(
+                tt,
+                rng.random_range(1..=4),
+                &format!("buyer{i}@example.org"),
+                &fresh_key(),
+            )
+        })
         .collect();
 
     let results = race(&pool, requests).await;
@@ -93,13 +109,20 @@ async fn two_hundred_buyers_racing_for_ten_tickets_never_oversell(_: PgPoolOptio
             Err(other) => panic!("unexpected error: {other:?}"),
         }
     }
-    assert_eq!(answered, confirmed_order_ids(&pool).await, "every success is exactly one committed order");
+    assert_eq!(
+        answered,
+        confirmed_order_ids(&pool).await,
+        "every success is exactly one committed order"
+    );
     assert_eq!(answered_quantity, sold_total);
     pool.close().await;
 }
 
 #[sqlx::test]
-async fn choosing_and_dropping_a_course_concurrently_keeps_counts_consistent(_: PgPoolOptions, connect: PgConnectOptions) {
+async fn choosing_and_dropping_a_course_concurrently_keeps_counts_consistent(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
     let pool = pool(connect, 32).await;
     let fixture = published_event(&pool, &[TicketSpec::new(100, 1, 1)]).await;
     let tt = fixture.ticket_type_id();
@@ -108,7 +131,9 @@ async fn choosing_and_dropping_a_course_concurrently_keeps_counts_consistent(_: 
     let mut held = Vec::new();
     for i in 0..60 {
         let email = format!("early{i}@uni.example");
-        let purchase = sale::purchase(&pool, now(), &request(tt, 1, &email, &fresh_key())).await.unwrap();
+        let purchase = sale::purchase(&pool, now(), &request(tt, 1, &email, &fresh_key()))
+            .await
+            .unwrap();
         held.push((email, purchase.order().id));
     }
 
@@ -132,13 +157,18 @@ async fn choosing_and_dropping_a_course_concurrently_keeps_counts_consistent(_: 
         let (pool, barrier) = (pool.clone(), barrier.clone());
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
-            let (first, second) = tokio::join!(sale::cancel(&pool, order_id), sale::cancel(&pool, order_id));
+            let (first, second) =
+                tokio::join!(sale::cancel(&pool, order_id), sale::cancel(&pool, order_id));
             let dropped = [&first, &second].iter().filter(|r| r.is_ok()).count();
             let refused = [&first, &second]
                 .iter()
                 .filter(|r| matches!(r, Err(AppError::AlreadyCancelled)))
                 .count();
-            assert_eq!((dropped, refused), (1, 1), "a drop happens exactly once: {first:?} {second:?}");
+            assert_eq!(
+                (dropped, refused),
+                (1, 1),
+                "a drop happens exactly once: {first:?} {second:?}"
+            );
             match sale::purchase(&pool, now(), &request(tt, 1, &email, &fresh_key())).await {
                 Ok(Purchase::Created(_)) | Err(AppError::SoldOut) => (1, 1),
                 other => panic!("re-choose: unexpected {other:?}"),
@@ -152,10 +182,11 @@ async fn choosing_and_dropping_a_course_concurrently_keeps_counts_consistent(_: 
 
     assert_invariants(&pool).await;
     assert_eq!(drops, 60);
-    let cancelled: i64 = sqlx::query_scalar("SELECT count(*) FROM orders WHERE status = 'cancelled'")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let cancelled: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM orders WHERE status = 'cancelled'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     assert_eq!(cancelled, 60, "each drop cancelled exactly one order");
     // 210 students wanted one of 100 seats and seats came back: all are taken.
     assert_eq!(sold(&pool, tt).await, 100);
@@ -163,12 +194,19 @@ async fn choosing_and_dropping_a_course_concurrently_keeps_counts_consistent(_: 
 }
 
 #[sqlx::test]
-async fn one_buyer_firing_fifty_purchases_gets_at_most_the_buyer_limit(_: PgPoolOptions, connect: PgConnectOptions) {
+async fn one_buyer_firing_fifty_purchases_gets_at_most_the_buyer_limit(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
     let pool = pool(connect, 32).await;
     let fixture = published_event(&pool, &[TicketSpec::new(100, 2, 4)]).await;
     let tt = fixture.ticket_type_id();
     // The same person, spelled differently: normalisation makes one buyer.
-    let spellings = ["scalper@example.org", "Scalper@Example.org", " SCALPER@example.org "];
+    let spellings = [
+        "scalper@example.org",
+        "Scalper@Example.org",
+        " SCALPER@example.org ",
+    ];
     let requests: Vec<_> = (0..50)
         .map(|i| request(tt, 1 + (i % 2), spellings[i as usize % 3], &fresh_key()))
         .collect();
@@ -180,7 +218,10 @@ async fn one_buyer_firing_fifty_purchases_gets_at_most_the_buyer_limit(_: PgPool
     assert!(held <= 4, "one buyer holds {held} tickets, limit 4");
     // Stock was plentiful, so the buyer reached the limit (or stopped one short
     // when only 2-ticket requests were left); every refusal names the limit.
-    assert!(held >= 3, "the buyer should get close to the limit, got {held}");
+    assert!(
+        held >= 3,
+        "the buyer should get close to the limit, got {held}"
+    );
     for (_, result) in &results {
         match result {
             Ok(Purchase::Created(_)) => {}
@@ -188,22 +229,28 @@ async fn one_buyer_firing_fifty_purchases_gets_at_most_the_buyer_limit(_: PgPool
             other => panic!("unexpected {other:?}"),
         }
     }
-    let holding: i32 = sqlx::query_scalar("SELECT quantity FROM buyer_holdings WHERE ticket_type_id = $1")
-        .bind(tt)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let holding: i32 =
+        sqlx::query_scalar("SELECT quantity FROM buyer_holdings WHERE ticket_type_id = $1")
+            .bind(tt)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     assert_eq!(i64::from(holding), held);
     pool.close().await;
 }
 
 #[sqlx::test]
-async fn the_same_idempotency_key_twenty_times_at_once_makes_one_order(_: PgPoolOptions, connect: PgConnectOptions) {
+async fn the_same_idempotency_key_twenty_times_at_once_makes_one_order(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
     let pool = pool(connect, 32).await;
     let fixture = published_event(&pool, &[TicketSpec::new(50, 4, 4)]).await;
     let tt = fixture.ticket_type_id();
     let key = fresh_key();
-    let requests: Vec<_> = (0..20).map(|_| request(tt, 2, "ada@example.org", &key)).collect();
+    let requests: Vec<_> = (0..20)
+        .map(|_| request(tt, 2, "ada@example.org", &key))
+        .collect();
 
     let results = race(&pool, requests).await;
 
@@ -214,15 +261,27 @@ async fn the_same_idempotency_key_twenty_times_at_once_makes_one_order(_: PgPool
         .iter()
         .map(|(_, r)| r.as_ref().expect("no error for a replay").order().id)
         .collect();
-    assert_eq!(ids, confirmed_order_ids(&pool).await, "all twenty answers name the one order");
-    let created = results.iter().filter(|(_, r)| matches!(r, Ok(Purchase::Created(_)))).count();
+    assert_eq!(
+        ids,
+        confirmed_order_ids(&pool).await,
+        "all twenty answers name the one order"
+    );
+    let created = results
+        .iter()
+        .filter(|(_, r)| matches!(r, Ok(Purchase::Created(_))))
+        .count();
     assert_eq!(created, 1);
 
     // The same key for a different purchase is refused and writes nothing.
     let conflict = sale::purchase(&pool, now(), &request(tt, 3, "ada@example.org", &key)).await;
-    assert!(matches!(conflict, Err(AppError::IdempotencyConflict)), "{conflict:?}");
+    assert!(
+        matches!(conflict, Err(AppError::IdempotencyConflict)),
+        "{conflict:?}"
+    );
     // Another buyer may use the same key string for their own order.
-    let other = sale::purchase(&pool, now(), &request(tt, 1, "bob@example.org", &key)).await.unwrap();
+    let other = sale::purchase(&pool, now(), &request(tt, 1, "bob@example.org", &key))
+        .await
+        .unwrap();
     assert!(matches!(other, Purchase::Created(_)));
     assert_eq!(order_count(&pool).await, 2);
     assert_invariants(&pool).await;
@@ -233,18 +292,33 @@ async fn the_same_idempotency_key_twenty_times_at_once_makes_one_order(_: PgPool
 async fn a_cancelled_order_returns_its_tickets_exactly_once(pool: PgPool) {
     let fixture = published_event(&pool, &[TicketSpec::new(5, 5, 5)]).await;
     let tt = fixture.ticket_type_id();
-    let order = sale::purchase(&pool, now(), &request(tt, 5, "ada@example.org", &fresh_key()))
-        .await
-        .unwrap()
-        .order()
-        .clone();
-    let sold_out = sale::purchase(&pool, now(), &request(tt, 1, "bob@example.org", &fresh_key())).await;
+    let order = sale::purchase(
+        &pool,
+        now(),
+        &request(tt, 5, "ada@example.org", &fresh_key()),
+    )
+    .await
+    .unwrap()
+    .order()
+    .clone();
+    let sold_out = sale::purchase(
+        &pool,
+        now(),
+        &request(tt, 1, "bob@example.org", &fresh_key()),
+    )
+    .await;
     assert!(matches!(sold_out, Err(AppError::SoldOut)), "{sold_out:?}");
 
     let cancelled = sale::cancel(&pool, order.id).await.unwrap();
     assert_eq!(cancelled.status, "cancelled");
-    assert!(matches!(sale::cancel(&pool, order.id).await, Err(AppError::AlreadyCancelled)));
-    assert!(matches!(sale::cancel(&pool, Uuid::new_v4()).await, Err(AppError::NotFound)));
+    assert!(matches!(
+        sale::cancel(&pool, order.id).await,
+        Err(AppError::AlreadyCancelled)
+    ));
+    assert!(matches!(
+        sale::cancel(&pool, Uuid::new_v4()).await,
+        Err(AppError::NotFound)
+    ));
     let remaining: i32 = sqlx::query_scalar("SELECT remaining FROM ticket_types WHERE id = $1")
         .bind(tt)
         .fetch_one(&pool)
@@ -254,7 +328,12 @@ async fn a_cancelled_order_returns_its_tickets_exactly_once(pool: PgPool) {
     assert_invariants(&pool).await;
 
     // The buyer's limit is freed too: they can buy again.
-    let again = sale::purchase(&pool, now(), &request(tt, 5, "ada@example.org", &fresh_key())).await;
+    let again = sale::purchase(
+        &pool,
+        now(),
+        &request(tt, 5, "ada@example.org", &fresh_key()),
+    )
+    .await;
     assert!(matches!(again, Ok(Purchase::Created(_))), "{again:?}");
     assert_invariants(&pool).await;
 }
@@ -263,19 +342,38 @@ async fn a_cancelled_order_returns_its_tickets_exactly_once(pool: PgPool) {
 async fn purchases_outside_the_sale_window_are_refused_and_write_nothing(pool: PgPool) {
     let t0 = now();
     let specs = [TicketSpec::new(10, 4, 4)];
-    let future = common::event_with_window(&pool, t0 + Span::hours(1), None, "published", &specs).await;
-    let closed =
-        common::event_with_window(&pool, t0 - Span::hours(2), Some(t0 - Span::hours(1)), "published", &specs).await;
+    let future =
+        common::event_with_window(&pool, t0 + Span::hours(1), None, "published", &specs).await;
+    let closed = common::event_with_window(
+        &pool,
+        t0 - Span::hours(2),
+        Some(t0 - Span::hours(1)),
+        "published",
+        &specs,
+    )
+    .await;
     let draft = common::event_with_window(&pool, t0 - Span::hours(1), None, "draft", &specs).await;
 
     let attempt = |tt: Uuid, at| {
         let pool = pool.clone();
         async move { sale::purchase(&pool, at, &request(tt, 1, "ada@example.org", &fresh_key())).await }
     };
-    assert!(matches!(attempt(future.ticket_type_id(), t0).await, Err(AppError::SaleNotOpen { .. })));
-    assert!(matches!(attempt(closed.ticket_type_id(), t0).await, Err(AppError::SaleClosed(_))));
-    assert!(matches!(attempt(draft.ticket_type_id(), t0).await, Err(AppError::NotFound)));
-    assert!(matches!(attempt(Uuid::new_v4(), t0).await, Err(AppError::NotFound)));
+    assert!(matches!(
+        attempt(future.ticket_type_id(), t0).await,
+        Err(AppError::SaleNotOpen { .. })
+    ));
+    assert!(matches!(
+        attempt(closed.ticket_type_id(), t0).await,
+        Err(AppError::SaleClosed(_))
+    ));
+    assert!(matches!(
+        attempt(draft.ticket_type_id(), t0).await,
+        Err(AppError::NotFound)
+    ));
+    assert!(matches!(
+        attempt(Uuid::new_v4(), t0).await,
+        Err(AppError::NotFound)
+    ));
     assert_eq!(order_count(&pool).await, 0);
     assert_invariants(&pool).await;
 
@@ -284,7 +382,10 @@ async fn purchases_outside_the_sale_window_are_refused_and_write_nothing(pool: P
     assert!(matches!(opened, Ok(Purchase::Created(_))), "{opened:?}");
     // And the closing instant itself is already closed.
     let at_close = attempt(closed.ticket_type_id(), t0 - Span::hours(1)).await;
-    assert!(matches!(at_close, Err(AppError::SaleClosed(_))), "{at_close:?}");
+    assert!(
+        matches!(at_close, Err(AppError::SaleClosed(_))),
+        "{at_close:?}"
+    );
 }
 
 #[sqlx::test]
@@ -296,7 +397,10 @@ async fn more_than_the_per_order_maximum_is_refused_before_any_write(pool: PgPoo
         &request(fixture.ticket_type_id(), 3, "ada@example.org", &fresh_key()),
     )
     .await;
-    assert!(matches!(result, Err(AppError::OrderLimit { max: 2 })), "{result:?}");
+    assert!(
+        matches!(result, Err(AppError::OrderLimit { max: 2 })),
+        "{result:?}"
+    );
     assert_eq!(order_count(&pool).await, 0);
     let holdings: i64 = sqlx::query_scalar("SELECT count(*) FROM buyer_holdings")
         .fetch_one(&pool)
@@ -314,8 +418,14 @@ async fn the_database_refuses_negative_stock_even_without_the_application(pool: 
         .execute(&pool)
         .await
         .unwrap_err();
-    let constraint = err.as_database_error().and_then(|e| e.constraint()).map(str::to_owned);
-    assert_eq!(constraint.as_deref(), Some("ticket_types_remaining_non_negative"));
+    let constraint = err
+        .as_database_error()
+        .and_then(|e| e.constraint())
+        .map(str::to_owned);
+    assert_eq!(
+        constraint.as_deref(),
+        Some("ticket_types_remaining_non_negative")
+    );
     let err = sqlx::query(
         "INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency)
          VALUES ($1, 'ada@example.org', 0, 'k', 0, 'EUR')",
@@ -324,12 +434,18 @@ async fn the_database_refuses_negative_stock_even_without_the_application(pool: 
     .execute(&pool)
     .await
     .unwrap_err();
-    let constraint = err.as_database_error().and_then(|e| e.constraint()).map(str::to_owned);
+    let constraint = err
+        .as_database_error()
+        .and_then(|e| e.constraint())
+        .map(str::to_owned);
     assert_eq!(constraint.as_deref(), Some("orders_quantity_positive"));
 }
 
 #[sqlx::test]
-async fn changing_capacity_during_a_rush_keeps_the_books_balanced(_: PgPoolOptions, connect: PgConnectOptions) {
+async fn changing_capacity_during_a_rush_keeps_the_books_balanced(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
     let pool = pool(connect, 32).await;
     let fixture = published_event(&pool, &[TicketSpec::new(50, 1, 1)]).await;
     let tt = fixture.ticket_type_id();
@@ -339,11 +455,19 @@ async fn changing_capacity_during_a_rush_keeps_the_books_balanced(_: PgPoolOptio
         let (pool, barrier) = (pool.clone(), barrier.clone());
         buyers.push(tokio::spawn(async move {
             barrier.wait().await;
-            sale::purchase(&pool, now(), &request(tt, 1, &format!("b{i}@example.org"), &fresh_key())).await
+            sale::purchase(
+                &pool,
+                now(),
+                &request(tt, 1, &format!("b{i}@example.org"), &fresh_key()),
+            )
+            .await
         }));
     }
     // The organizer raises the capacity to 80 in the middle of the rush.
-    let detail = stampede::db::events::find(&pool, fixture.event_id).await.unwrap().unwrap();
+    let detail = stampede::db::events::find(&pool, fixture.event_id)
+        .await
+        .unwrap()
+        .unwrap();
     let organizer = {
         let pool = pool.clone();
         let barrier = barrier.clone();

@@ -33,7 +33,9 @@ impl Event {
             EventStatus::Draft => SaleState::Draft,
             EventStatus::Cancelled => SaleState::Cancelled,
             EventStatus::Published if now < self.sale_opens_at => SaleState::NotOpenYet,
-            EventStatus::Published if self.sale_closes_at.is_some_and(|c| now >= c) => SaleState::Closed,
+            EventStatus::Published if self.sale_closes_at.is_some_and(|c| now >= c) => {
+                SaleState::Closed
+            }
             EventStatus::Published => SaleState::Open,
         }
     }
@@ -189,7 +191,10 @@ pub async fn update(db: &PgPool, event_id: Uuid, new: &NewEvent) -> Result<(), A
                 None => AppError::NotFound,
                 Some(sold) => AppError::Invalid(InvalidField::new(
                     format!("ticket_types[{position}].capacity"),
-                    format!("{sold} tickets of \"{}\" are already sold; the capacity cannot go below that.", tt.name),
+                    format!(
+                        "{sold} tickets of \"{}\" are already sold; the capacity cannot go below that.",
+                        tt.name
+                    ),
                 )),
             });
         }
@@ -232,7 +237,10 @@ pub async fn find(db: &PgPool, event_id: Uuid) -> Result<Option<EventDetail>, Ap
     )
     .fetch_all(db)
     .await?;
-    Ok(Some(EventDetail { event, ticket_types }))
+    Ok(Some(EventDetail {
+        event,
+        ticket_types,
+    }))
 }
 
 /// A published event, as buyers may see it.

@@ -49,7 +49,16 @@ mod tests {
 
     #[test]
     fn rejects_malformed_addresses() {
-        for raw in ["", "   ", "ada", "ada@", "@example.org", "ada@example", "a b@example.org", "ada@@example.org"] {
+        for raw in [
+            "",
+            "   ",
+            "ada",
+            "ada@",
+            "@example.org",
+            "ada@example",
+            "a b@example.org",
+            "ada@@example.org",
+        ] {
             assert!(Email::parse(raw).is_err(), "{raw:?} should be rejected");
         }
     }

@@ -1,4 +1,7 @@
-use time::{OffsetDateTime, PrimitiveDateTime, format_description::well_known::Rfc3339, macros::format_description};
+use time::{
+    OffsetDateTime, PrimitiveDateTime, format_description::well_known::Rfc3339,
+    macros::format_description,
+};
 use uuid::Uuid;
 
 use super::{Currency, ForField, InvalidField, MAX_QUANTITY, Money};
@@ -100,7 +103,10 @@ impl EventInput {
         let venue = text(&self.venue, 200).for_field("venue")?;
         let description = self.description.trim().to_owned();
         if description.chars().count() > 10_000 {
-            return Err(InvalidField::new("description", "Keep the description under 10,000 characters."));
+            return Err(InvalidField::new(
+                "description",
+                "Keep the description under 10,000 characters.",
+            ));
         }
         let starts_at = parse_datetime(&self.starts_at).for_field("starts_at")?;
         let sale_opens_at = parse_datetime(&self.sale_opens_at).for_field("sale_opens_at")?;
@@ -109,12 +115,16 @@ impl EventInput {
             raw => Some(parse_datetime(raw).for_field("sale_closes_at")?),
         };
         if sale_opens_at >= starts_at {
-            return Err(InvalidField::new("sale_opens_at", "The sale must open before the event starts."));
+            return Err(InvalidField::new(
+                "sale_opens_at",
+                "The sale must open before the event starts.",
+            ));
         }
-        if let Some(closes) = sale_closes_at {
-            if closes <= sale_opens_at {
-                return Err(InvalidField::new("sale_closes_at", "The sale must close after it opens."));
-            }
+        if sale_closes_at.is_some_and(|closes| closes <= sale_opens_at) {
+            return Err(InvalidField::new(
+                "sale_closes_at",
+                "The sale must close after it opens.",
+            ));
         }
         let status = match self.status.trim() {
             "" | "draft" => EventStatus::Draft,
@@ -127,9 +137,17 @@ impl EventInput {
             }
         };
 
-        let rows: Vec<_> = self.ticket_types.iter().enumerate().filter(|(_, t)| !t.is_blank()).collect();
+        let rows: Vec<_> = self
+            .ticket_types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.is_blank())
+            .collect();
         if rows.is_empty() {
-            return Err(InvalidField::new("ticket_types", "Add at least one ticket type."));
+            return Err(InvalidField::new(
+                "ticket_types",
+                "Add at least one ticket type.",
+            ));
         }
         if rows.len() > MAX_TICKET_TYPES {
             return Err(InvalidField::new(
@@ -140,7 +158,10 @@ impl EventInput {
         let mut ticket_types: Vec<NewTicketType> = Vec::with_capacity(rows.len());
         for (index, row) in rows {
             let parsed = row.parse(index)?;
-            if ticket_types.iter().any(|t| t.name.eq_ignore_ascii_case(&parsed.name)) {
+            if ticket_types
+                .iter()
+                .any(|t| t.name.eq_ignore_ascii_case(&parsed.name))
+            {
                 return Err(InvalidField::new(
                     format!("ticket_types[{index}].name"),
                     format!("Two ticket types are called \"{}\".", parsed.name),
@@ -165,7 +186,11 @@ impl TicketTypeInput {
     fn parse(&self, index: usize) -> Result<NewTicketType, InvalidField> {
         let field = |name: &str| format!("ticket_types[{index}].{name}");
         let name = text(&self.name, 100).for_field(&field("name"))?;
-        let currency_raw = if self.currency.trim().is_empty() { "EUR" } else { &self.currency };
+        let currency_raw = if self.currency.trim().is_empty() {
+            "EUR"
+        } else {
+            &self.currency
+        };
         let currency = Currency::parse(currency_raw).for_field(&field("currency"))?;
         let price = if self.price_is_minor {
             whole(&self.price, 0, i64::MAX)
@@ -216,7 +241,9 @@ fn whole(raw: &str, min: i64, max: i64) -> Result<i64, String> {
     if raw.is_empty() {
         return Err("This field is required.".into());
     }
-    let n: i64 = raw.parse().map_err(|_| format!("\"{raw}\" is not a whole number."))?;
+    let n: i64 = raw
+        .parse()
+        .map_err(|_| format!("\"{raw}\" is not a whole number."))?;
     if n < min || n > max {
         return Err(format!("Enter a number from {min} to {max}."));
     }
@@ -265,7 +292,15 @@ mod tests {
         let event = valid().parse().unwrap();
         assert_eq!(event.status, EventStatus::Draft);
         let tt = &event.ticket_types[0];
-        assert_eq!((tt.price.minor, tt.capacity, tt.max_per_order, tt.max_per_buyer), (2500, 100, 10, 10));
+        assert_eq!(
+            (
+                tt.price.minor,
+                tt.capacity,
+                tt.max_per_order,
+                tt.max_per_buyer
+            ),
+            (2500, 100, 10, 10)
+        );
     }
 
     #[test]
@@ -281,6 +316,9 @@ mod tests {
         let mut input = valid();
         input.ticket_types[0].max_per_order = "5".into();
         input.ticket_types[0].max_per_buyer = "2".into();
-        assert_eq!(input.parse().unwrap_err().field, "ticket_types[0].max_per_buyer");
+        assert_eq!(
+            input.parse().unwrap_err().field,
+            "ticket_types[0].max_per_buyer"
+        );
     }
 }

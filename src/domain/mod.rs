@@ -8,7 +8,9 @@ mod money;
 mod quantity;
 
 pub use email::Email;
-pub use event::{MAX_TICKET_TYPES, EventInput, EventStatus, NewEvent, NewTicketType, TicketTypeInput};
+pub use event::{
+    EventInput, EventStatus, MAX_TICKET_TYPES, NewEvent, NewTicketType, TicketTypeInput,
+};
 pub use idempotency::IdempotencyKey;
 pub use money::{Currency, Money, decimal_price, format_price};
 pub use quantity::{MAX_QUANTITY, Quantity};

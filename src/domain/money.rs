@@ -10,7 +10,10 @@ impl Currency {
         if code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase()) {
             Ok(Self(code))
         } else {
-            Err(format!("\"{}\" is not a three-letter currency code such as EUR.", raw.trim()))
+            Err(format!(
+                "\"{}\" is not a three-letter currency code such as EUR.",
+                raw.trim()
+            ))
         }
     }
 
@@ -68,6 +71,11 @@ pub fn format_price(minor: i64, currency: &str) -> String {
     }
 }
 
+/// Minor units as the organizer form shows them: "12.50".
+pub fn decimal_price(minor: i64) -> String {
+    format!("{}.{:02}", minor / 100, minor % 100)
+}
+
 impl fmt::Display for Money {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&format_price(self.minor, self.currency.as_str()))
@@ -97,9 +105,4 @@ mod tests {
         assert_eq!(format_price(1250, "EUR"), "12.50 EUR");
         assert_eq!(format_price(0, "EUR"), "Free");
     }
-}
-
-/// Minor units as the organizer form shows them: "12.50".
-pub fn decimal_price(minor: i64) -> String {
-    format!("{}.{:02}", minor / 100, minor % 100)
 }

@@ -43,12 +43,24 @@ mod tests {
     fn accepts_the_allowed_range() {
         assert_eq!(Quantity::parse("1").unwrap().get(), 1);
         assert_eq!(Quantity::parse(" 4 ").unwrap().get(), 4);
-        assert_eq!(Quantity::new(MAX_QUANTITY.into()).unwrap().get(), MAX_QUANTITY);
+        assert_eq!(
+            Quantity::new(MAX_QUANTITY.into()).unwrap().get(),
+            MAX_QUANTITY
+        );
     }
 
     #[test]
     fn refuses_zero_negative_huge_and_text() {
-        for raw in ["0", "-1", "101", "99999999999999999999999", "two", "1.5", "", "1e3"] {
+        for raw in [
+            "0",
+            "-1",
+            "101",
+            "99999999999999999999999",
+            "two",
+            "1.5",
+            "",
+            "1e3",
+        ] {
             assert!(Quantity::parse(raw).is_err(), "{raw:?} should be refused");
         }
     }

@@ -68,14 +68,20 @@ impl Purchase {
 }
 
 /// Sell `quantity` tickets of one type to one buyer, or refuse with a reason.
-pub async fn purchase(db: &PgPool, now: OffsetDateTime, request: &PurchaseRequest) -> Result<Purchase, AppError> {
+pub async fn purchase(
+    db: &PgPool,
+    now: OffsetDateTime,
+    request: &PurchaseRequest,
+) -> Result<Purchase, AppError> {
     let span = tracing::info_span!(
         "purchase",
         ticket_type_id = %request.ticket_type_id,
         quantity = request.quantity.get(),
         outcome = tracing::field::Empty,
     );
-    let result = purchase_inner(db, now, request).instrument(span.clone()).await;
+    let result = purchase_inner(db, now, request)
+        .instrument(span.clone())
+        .await;
     let outcome = match &result {
         Ok(Purchase::Created(_)) => "created",
         Ok(Purchase::Replayed(_)) => "replayed",
@@ -85,7 +91,11 @@ pub async fn purchase(db: &PgPool, now: OffsetDateTime, request: &PurchaseReques
     result
 }
 
-async fn purchase_inner(db: &PgPool, now: OffsetDateTime, request: &PurchaseRequest) -> Result<Purchase, AppError> {
+async fn purchase_inner(
+    db: &PgPool,
+    now: OffsetDateTime,
+    request: &PurchaseRequest,
+) -> Result<Purchase, AppError> {
     // One snapshot answers both "was this key used?" and "can this succeed?":
     // a twin request either committed (we see its order) or did not (we see
     // its tickets still in stock and meet it at the INSERT below).
@@ -164,10 +174,14 @@ async fn purchase_inner(db: &PgPool, now: OffsetDateTime, request: &PurchaseRequ
     .await?;
     if remaining.is_none() {
         tx.rollback().await?;
-        let info = SaleInfo::load(db, request.ticket_type_id).await?.ok_or(AppError::NotFound)?;
+        let info = SaleInfo::load(db, request.ticket_type_id)
+            .await?
+            .ok_or(AppError::NotFound)?;
         info.refusal(now, request.quantity)?;
         // Everything looks fine again: tickets came back after we lost a race.
-        return Err(AppError::NotEnoughLeft { remaining: info.remaining });
+        return Err(AppError::NotEnoughLeft {
+            remaining: info.remaining,
+        });
     }
     tx.commit().await?;
     tracing::debug!(order_id = %order.id, "order committed");
@@ -217,7 +231,10 @@ pub async fn cancel(db: &PgPool, order_id: Uuid) -> Result<Order, AppError> {
 
 /// The buyer's order for this key, if any, and the ticket type's sale
 /// state, read in one statement (one snapshot, one round trip).
-async fn precheck(db: &PgPool, request: &PurchaseRequest) -> Result<(Option<Order>, Option<SaleInfo>), AppError> {
+async fn precheck(
+    db: &PgPool,
+    request: &PurchaseRequest,
+) -> Result<(Option<Order>, Option<SaleInfo>), AppError> {
     let row = sqlx::query!(
         r#"SELECT o.id AS "order_id?", o.ticket_type_id AS "order_ticket_type_id?", o.email AS "order_email?",
                   o.quantity AS "order_quantity?", o.status AS "order_status?",
@@ -274,16 +291,20 @@ async fn precheck(db: &PgPool, request: &PurchaseRequest) -> Result<(Option<Orde
         row.event_status,
         row.sale_opens_at,
     ) {
-        (Some(remaining), Some(max_per_order), Some(max_per_buyer), Some(status), Some(sale_opens_at)) => {
-            Some(SaleInfo {
-                remaining,
-                max_per_order,
-                max_per_buyer,
-                status,
-                sale_opens_at,
-                sale_closes_at: row.sale_closes_at,
-            })
-        }
+        (
+            Some(remaining),
+            Some(max_per_order),
+            Some(max_per_buyer),
+            Some(status),
+            Some(sale_opens_at),
+        ) => Some(SaleInfo {
+            remaining,
+            max_per_order,
+            max_per_buyer,
+            status,
+            sale_opens_at,
+            sale_closes_at: row.sale_closes_at,
+        }),
         _ => None,
     };
     Ok((order, info))
@@ -300,7 +321,11 @@ pub async fn find_by_id(db: &PgPool, order_id: Uuid) -> Result<Option<Order>, Ap
     .await?)
 }
 
-async fn find_by_key(db: &PgPool, email: &Email, key: &IdempotencyKey) -> Result<Option<Order>, AppError> {
+async fn find_by_key(
+    db: &PgPool,
+    email: &Email,
+    key: &IdempotencyKey,
+) -> Result<Option<Order>, AppError> {
     Ok(sqlx::query_as!(
         Order,
         "SELECT id, ticket_type_id, email, quantity, status, unit_price_minor, currency, created_at
@@ -324,7 +349,9 @@ async fn holdings(db: &PgPool, ticket_type_id: Uuid, email: &Email) -> Result<i3
 }
 
 fn replay(existing: Order, request: &PurchaseRequest) -> Result<Purchase, AppError> {
-    if existing.ticket_type_id == request.ticket_type_id && existing.quantity == request.quantity.get() {
+    if existing.ticket_type_id == request.ticket_type_id
+        && existing.quantity == request.quantity.get()
+    {
         Ok(Purchase::Replayed(existing))
     } else {
         Err(AppError::IdempotencyConflict)
@@ -359,7 +386,9 @@ impl SaleInfo {
     fn refusal(&self, now: OffsetDateTime, quantity: Quantity) -> Result<(), AppError> {
         match EventStatus::from_db(&self.status) {
             EventStatus::Draft => return Err(AppError::NotFound),
-            EventStatus::Cancelled => return Err(AppError::SaleClosed("This event was cancelled.")),
+            EventStatus::Cancelled => {
+                return Err(AppError::SaleClosed("This event was cancelled."));
+            }
             EventStatus::Published => {}
         }
         if now < self.sale_opens_at {

@@ -86,7 +86,9 @@ pub async fn create_event(
 ) -> ApiResult<(StatusCode, Json<EventDetail>)> {
     let new = body.into_input().parse()?;
     let id = db::events::create(&state.db, &new).await?;
-    let detail = db::events::find(&state.db, id).await?.ok_or(AppError::NotFound)?;
+    let detail = db::events::find(&state.db, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
     Ok((StatusCode::CREATED, Json(detail)))
 }
 
@@ -95,8 +97,13 @@ pub async fn list_events(State(state): State<AppState>) -> ApiResult<Json<Value>
     Ok(Json(json!({ "events": events })))
 }
 
-pub async fn get_event(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<EventDetail>> {
-    Ok(Json(db::events::find_published(&state.db, parse_id(&id)?).await?))
+pub async fn get_event(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<EventDetail>> {
+    Ok(Json(
+        db::events::find_published(&state.db, parse_id(&id)?).await?,
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -118,19 +125,30 @@ pub async fn create_order(
         ticket_type_id: body.ticket_type_id,
         quantity: Quantity::new(body.quantity).for_field("quantity")?,
         email: Email::parse(&body.email).for_field("email")?,
-        idempotency_key: IdempotencyKey::parse(&body.idempotency_key).for_field("idempotency_key")?,
+        idempotency_key: IdempotencyKey::parse(&body.idempotency_key)
+            .for_field("idempotency_key")?,
     };
-    Ok(match sale::purchase(&state.db, state.clock.now(), &request).await? {
-        Purchase::Created(order) => (StatusCode::CREATED, Json(order)),
-        Purchase::Replayed(order) => (StatusCode::OK, Json(order)),
-    })
+    Ok(
+        match sale::purchase(&state.db, state.clock.now(), &request).await? {
+            Purchase::Created(order) => (StatusCode::CREATED, Json(order)),
+            Purchase::Replayed(order) => (StatusCode::OK, Json(order)),
+        },
+    )
 }
 
-pub async fn get_order(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Order>> {
-    let order = sale::find_by_id(&state.db, parse_id(&id)?).await?.ok_or(AppError::NotFound)?;
+pub async fn get_order(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Order>> {
+    let order = sale::find_by_id(&state.db, parse_id(&id)?)
+        .await?
+        .ok_or(AppError::NotFound)?;
     Ok(Json(order))
 }
 
-pub async fn cancel_order(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Order>> {
+pub async fn cancel_order(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Order>> {
     Ok(Json(sale::cancel(&state.db, parse_id(&id)?).await?))
 }

@@ -56,8 +56,14 @@ pub async fn serve(Path(file): Path<String>, headers: HeaderMap) -> Response {
     let asset = &ASSETS[index];
     let etag = format!("\"{}\"", HASHES[index]);
     let cache = [
-        (header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=31536000, immutable")),
-        (header::ETAG, HeaderValue::from_str(&etag).unwrap_or(HeaderValue::from_static("\"0\""))),
+        (
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=31536000, immutable"),
+        ),
+        (
+            header::ETAG,
+            HeaderValue::from_str(&etag).unwrap_or(HeaderValue::from_static("\"0\"")),
+        ),
     ];
     if headers
         .get(header::IF_NONE_MATCH)
@@ -65,5 +71,10 @@ pub async fn serve(Path(file): Path<String>, headers: HeaderMap) -> Response {
     {
         return (StatusCode::NOT_MODIFIED, cache).into_response();
     }
-    (cache, [(header::CONTENT_TYPE, asset.content_type)], asset.body).into_response()
+    (
+        cache,
+        [(header::CONTENT_TYPE, asset.content_type)],
+        asset.body,
+    )
+        .into_response()
 }

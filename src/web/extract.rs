@@ -27,7 +27,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/json"));
         if !is_json {
-            return Err(AppError::BadRequest("Send a JSON body with Content-Type: application/json.".into()).into());
+            return Err(AppError::BadRequest(
+                "Send a JSON body with Content-Type: application/json.".into(),
+            )
+            .into());
         }
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -38,7 +41,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         })?;
         let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(&mut deserializer).map_err(json_error)?;
-        deserializer.end().map_err(|err| AppError::BadRequest(format!("Malformed JSON: {err}")))?;
+        deserializer
+            .end()
+            .map_err(|err| AppError::BadRequest(format!("Malformed JSON: {err}")))?;
         Ok(Self(value))
     }
 }
@@ -51,12 +56,19 @@ fn json_error(err: serde_path_to_error::Error<serde_json::Error>) -> AppError {
     }
     let message = inner.to_string();
     // serde reports a missing field at its parent's path; name the field.
-    let field = match message.strip_prefix("missing field `").and_then(|rest| rest.split_once('`')) {
+    let field = match message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split_once('`'))
+    {
         Some((missing, _)) if path == "." => missing.to_owned(),
         Some((missing, _)) => format!("{path}.{missing}"),
         None => path,
     };
-    let message = message.split(" at line ").next().unwrap_or_default().to_owned();
+    let message = message
+        .split(" at line ")
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     AppError::Invalid(InvalidField::new(field, message))
 }
 

@@ -91,9 +91,15 @@ pub fn app(state: AppState) -> Router {
         .route("/organizer", get(organizer::index))
         .route("/organizer/events", post(organizer::create))
         .route("/organizer/events/new", get(organizer::new_form))
-        .route("/organizer/events/{id}", get(organizer::edit_form).post(organizer::update))
+        .route(
+            "/organizer/events/{id}",
+            get(organizer::edit_form).post(organizer::update),
+        )
         .route("/organizer/events/{id}/publish", post(organizer::publish))
-        .route("/organizer/events/{id}/unpublish", post(organizer::unpublish));
+        .route(
+            "/organizer/events/{id}/unpublish",
+            post(organizer::unpublish),
+        );
     let api = Router::new()
         .route("/api/v1/events", get(api::list_events))
         .route("/api/v1/events/{id}", get(api::get_event))
@@ -166,7 +172,9 @@ async fn overloaded(_: tower::BoxError) -> Response {
 }
 
 async fn health(State(state): State<AppState>) -> Result<&'static str, AppError> {
-    sqlx::query_scalar!("SELECT 1 AS \"one!\"").fetch_one(&state.db).await?;
+    sqlx::query_scalar!("SELECT 1 AS \"one!\"")
+        .fetch_one(&state.db)
+        .await?;
     Ok("ok")
 }
 

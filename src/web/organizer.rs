@@ -41,7 +41,10 @@ pub async fn new_form() -> Markup {
     })
 }
 
-pub async fn create(State(state): State<AppState>, fields: FormFields) -> Result<Response, AppError> {
+pub async fn create(
+    State(state): State<AppState>,
+    fields: FormFields,
+) -> Result<Response, AppError> {
     let input = event_input(&fields)?;
     let result = match input.parse() {
         Ok(new) => db::events::create(&state.db, &new).await,
@@ -53,7 +56,10 @@ pub async fn create(State(state): State<AppState>, fields: FormFields) -> Result
     }
 }
 
-pub async fn edit_form(State(state): State<AppState>, Path(id): Path<String>) -> Result<Markup, AppError> {
+pub async fn edit_form(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Markup, AppError> {
     let detail = find(&state, &id).await?;
     let input = input_from(&detail);
     Ok(form(&EventForm {
@@ -75,7 +81,9 @@ pub async fn update(
         Err(invalid) => Err(invalid.into()),
     };
     match result {
-        Ok(()) => Ok(Redirect::to(&format!("/organizer/events/{}", detail.event.id)).into_response()),
+        Ok(()) => {
+            Ok(Redirect::to(&format!("/organizer/events/{}", detail.event.id)).into_response())
+        }
         Err(err) => refill(
             Some((detail.event.id, detail.event.sale_state(state.clock.now()))),
             &input,
@@ -84,11 +92,17 @@ pub async fn update(
     }
 }
 
-pub async fn publish(State(state): State<AppState>, Path(id): Path<String>) -> Result<Redirect, AppError> {
+pub async fn publish(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Redirect, AppError> {
     set_status(&state, &id, EventStatus::Published).await
 }
 
-pub async fn unpublish(State(state): State<AppState>, Path(id): Path<String>) -> Result<Redirect, AppError> {
+pub async fn unpublish(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Redirect, AppError> {
     set_status(&state, &id, EventStatus::Draft).await
 }
 
@@ -105,8 +119,15 @@ async fn find(state: &AppState, id: &str) -> Result<EventDetail, AppError> {
 }
 
 /// The form again, as typed, with the reason it was refused.
-fn refill(event: Option<(Uuid, SaleState)>, input: &EventInput, err: AppError) -> Result<Response, AppError> {
-    if matches!(err, AppError::Overloaded | AppError::Internal(_) | AppError::NotFound) {
+fn refill(
+    event: Option<(Uuid, SaleState)>,
+    input: &EventInput,
+    err: AppError,
+) -> Result<Response, AppError> {
+    if matches!(
+        err,
+        AppError::Overloaded | AppError::Internal(_) | AppError::NotFound
+    ) {
         return Err(err);
     }
     let page = form(&EventForm {
@@ -123,7 +144,9 @@ fn event_input(fields: &FormFields) -> Result<EventInput, AppError> {
         let get = |name: &str| fields.get(&format!("tt_{name}_{i}")).to_owned();
         let id = match fields.get(&format!("tt_id_{i}")) {
             "" => None,
-            raw => Some(parse_id(raw).map_err(|_| AppError::BadRequest(format!("tt_id_{i} is not a ticket type id.")))?),
+            raw => Some(parse_id(raw).map_err(|_| {
+                AppError::BadRequest(format!("tt_id_{i} is not a ticket type id."))
+            })?),
         };
         let row = TicketTypeInput {
             id,
@@ -161,7 +184,10 @@ fn input_from(detail: &EventDetail) -> EventInput {
         venue: event.venue.clone(),
         starts_at: views::datetime_local(event.starts_at),
         sale_opens_at: views::datetime_local(event.sale_opens_at),
-        sale_closes_at: event.sale_closes_at.map(views::datetime_local).unwrap_or_default(),
+        sale_closes_at: event
+            .sale_closes_at
+            .map(views::datetime_local)
+            .unwrap_or_default(),
         status: event.status.clone(),
         ticket_types: detail
             .ticket_types

@@ -24,7 +24,10 @@ pub async fn index(State(state): State<AppState>) -> Result<Markup, AppError> {
     Ok(views::events::index(&events))
 }
 
-pub async fn event(State(state): State<AppState>, Path(id): Path<String>) -> Result<Markup, AppError> {
+pub async fn event(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Markup, AppError> {
     let detail = db::events::find_published(&state.db, parse_id(&id)?).await?;
     let form = BuyForm {
         idempotency_key: IdempotencyKey::generate().as_str().to_owned(),
@@ -54,7 +57,9 @@ pub async fn buy(
         Err(invalid) => Err(invalid.into()),
     };
     let err = match result {
-        Ok(purchase) => return Ok(Redirect::to(&format!("/orders/{}", purchase.order().id)).into_response()),
+        Ok(purchase) => {
+            return Ok(Redirect::to(&format!("/orders/{}", purchase.order().id)).into_response());
+        }
         Err(err @ (AppError::Overloaded | AppError::Internal(_))) => return Err(err),
         Err(err) => err,
     };
@@ -74,16 +79,23 @@ fn purchase_request(form: &BuyForm) -> Result<PurchaseRequest, InvalidField> {
         ticket_type_id,
         quantity: Quantity::parse(&form.quantity).for_field("quantity")?,
         email: Email::parse(&form.email).for_field("email")?,
-        idempotency_key: IdempotencyKey::parse(&form.idempotency_key).for_field("idempotency_key")?,
+        idempotency_key: IdempotencyKey::parse(&form.idempotency_key)
+            .for_field("idempotency_key")?,
     })
 }
 
-pub async fn order(State(state): State<AppState>, Path(id): Path<String>) -> Result<Markup, AppError> {
+pub async fn order(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Markup, AppError> {
     let order = db::orders::page(&state.db, parse_id(&id)?).await?;
     Ok(views::orders::page(&order))
 }
 
-pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Result<Redirect, AppError> {
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Redirect, AppError> {
     let order_id = parse_id(&id)?;
     match sale::cancel(&state.db, order_id).await {
         // A double click on "Cancel" lands on the cancelled order as well.

@@ -79,7 +79,10 @@ pub async fn event_with_window(
     status: &str,
     specs: &[TicketSpec],
 ) -> Fixture {
-    let rfc = |t: OffsetDateTime| t.format(&time::format_description::well_known::Rfc3339).unwrap();
+    let rfc = |t: OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
     let input = EventInput {
         title: "Test concert".into(),
         description: "A test event".into(),
@@ -126,7 +129,10 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
     .unwrap();
     let mut sold = Vec::new();
     for (id, capacity, remaining, max_per_order, max_per_buyer, live) in rows {
-        assert!(remaining >= 0, "ticket type {id}: remaining {remaining} < 0");
+        assert!(
+            remaining >= 0,
+            "ticket type {id}: remaining {remaining} < 0"
+        );
         assert_eq!(
             i64::from(capacity),
             i64::from(remaining) + live,
@@ -140,7 +146,10 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
         .fetch_one(pool)
         .await
         .unwrap();
-        assert_eq!(over_order, 0, "ticket type {id}: an order above max_per_order");
+        assert_eq!(
+            over_order, 0,
+            "ticket type {id}: an order above max_per_order"
+        );
         let over_buyer: Vec<(String, i64)> = sqlx::query_as(
             "SELECT email, SUM(quantity)::int8 FROM orders
              WHERE ticket_type_id = $1 AND status = 'confirmed'
@@ -151,7 +160,10 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
         .fetch_all(pool)
         .await
         .unwrap();
-        assert!(over_buyer.is_empty(), "ticket type {id}: buyers above the limit: {over_buyer:?}");
+        assert!(
+            over_buyer.is_empty(),
+            "ticket type {id}: buyers above the limit: {over_buyer:?}"
+        );
         // The per-buyer bookkeeping agrees with the orders it summarises.
         let drift: Vec<(String, i64, i64)> = sqlx::query_as(
             "SELECT COALESCE(h.email, o.email), COALESCE(h.quantity, 0)::int8, COALESCE(o.live, 0)::int8
@@ -165,7 +177,10 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
         .fetch_all(pool)
         .await
         .unwrap();
-        assert!(drift.is_empty(), "ticket type {id}: buyer_holdings drifted: {drift:?}");
+        assert!(
+            drift.is_empty(),
+            "ticket type {id}: buyer_holdings drifted: {drift:?}"
+        );
         sold.push((id, live));
     }
     let duplicate_keys: i64 = sqlx::query_scalar(
@@ -174,7 +189,10 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
     .fetch_one(pool)
     .await
     .unwrap();
-    assert_eq!(duplicate_keys, 0, "an idempotency key maps to more than one order");
+    assert_eq!(
+        duplicate_keys, 0,
+        "an idempotency key maps to more than one order"
+    );
     sold
 }
 
@@ -189,7 +207,10 @@ pub async fn sold(pool: &PgPool, ticket_type_id: Uuid) -> i64 {
 }
 
 pub async fn order_count(pool: &PgPool) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM orders").fetch_one(pool).await.unwrap()
+    sqlx::query_scalar("SELECT count(*) FROM orders")
+        .fetch_one(pool)
+        .await
+        .unwrap()
 }
 
 /// Confirmed order ids in the database.
@@ -217,16 +238,23 @@ impl TestApp {
         let addr = listener.local_addr().unwrap();
         let app = stampede::app(state);
         tokio::spawn(async move {
-            axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-                .await
-                .unwrap();
+            axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .await
+            .unwrap();
         });
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(256)
             .build()
             .unwrap();
-        Self { addr, client, clock }
+        Self {
+            addr,
+            client,
+            clock,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -96,11 +96,21 @@ fn ticket_type_row(tt: &TicketType) -> Markup {
 
 fn buy_form(detail: &EventDetail, form: &BuyForm) -> Markup {
     let error = form.error.as_ref();
-    let available: Vec<&TicketType> = detail.ticket_types.iter().filter(|t| t.remaining > 0).collect();
-    let selected = if available.iter().any(|t| t.id.to_string() == form.ticket_type_id) {
+    let available: Vec<&TicketType> = detail
+        .ticket_types
+        .iter()
+        .filter(|t| t.remaining > 0)
+        .collect();
+    let selected = if available
+        .iter()
+        .any(|t| t.id.to_string() == form.ticket_type_id)
+    {
         form.ticket_type_id.clone()
     } else {
-        available.first().map(|t| t.id.to_string()).unwrap_or_default()
+        available
+            .first()
+            .map(|t| t.id.to_string())
+            .unwrap_or_default()
     };
     let max_per_order = available.iter().map(|t| t.max_per_order).max().unwrap_or(1);
     html! {

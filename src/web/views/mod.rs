@@ -71,7 +71,9 @@ pub fn format_time(t: OffsetDateTime) -> String {
 /// The value for a `datetime-local` input.
 pub fn datetime_local(t: OffsetDateTime) -> String {
     let format = format_description!("[year]-[month]-[day]T[hour]:[minute]");
-    t.to_offset(time::UtcOffset::UTC).format(format).unwrap_or_default()
+    t.to_offset(time::UtcOffset::UTC)
+        .format(format)
+        .unwrap_or_default()
 }
 
 /// An error shown beside a form, with the field it concerns.

@@ -54,7 +54,11 @@ pub fn form(form: &EventForm<'_>) -> Markup {
         None => ("New event".to_owned(), "/organizer/events".to_owned()),
     };
     let mut rows: Vec<TicketTypeInput> = input.ticket_types.clone();
-    let blanks = if rows.is_empty() { BLANK_ROWS + 1 } else { BLANK_ROWS };
+    let blanks = if rows.is_empty() {
+        BLANK_ROWS + 1
+    } else {
+        BLANK_ROWS
+    };
     rows.extend(std::iter::repeat_with(TicketTypeInput::default).take(blanks));
     html! {
         h1 { (title) }
