@@ -21,7 +21,7 @@ pub enum AppError {
     NotFound,
     #[error("Sold out: there are no tickets of this type left.")]
     SoldOut,
-    #[error("Only {remaining} tickets of this type are left; choose fewer.")]
+    #[error("Only {remaining} left of this ticket type; choose fewer.")]
     NotEnoughLeft { remaining: i32 },
     #[error("At most {max} tickets of this type fit in one order.")]
     OrderLimit { max: i32 },
@@ -37,6 +37,8 @@ pub enum AppError {
     AlreadyCancelled,
     #[error("{0}")]
     Conflict(String),
+    #[error("That method is not allowed here.")]
+    MethodNotAllowed,
     #[error("The request body is too large.")]
     PayloadTooLarge,
     #[error("Stampede is very busy right now; please try again in a moment.")]
@@ -59,6 +61,7 @@ impl AppError {
             | Self::AlreadyCancelled
             | Self::Conflict(_) => StatusCode::CONFLICT,
             Self::SaleNotOpen { .. } | Self::SaleClosed(_) => StatusCode::FORBIDDEN,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -78,6 +81,7 @@ impl AppError {
             Self::IdempotencyConflict => "idempotency_conflict",
             Self::AlreadyCancelled => "already_cancelled",
             Self::Conflict(_) => "conflict",
+            Self::MethodNotAllowed => "method_not_allowed",
             Self::PayloadTooLarge => "payload_too_large",
             Self::Overloaded => "overloaded",
             Self::Internal(_) => "internal",

@@ -25,6 +25,7 @@ use uuid::Uuid;
 
 fn request(ticket_type_id: Uuid, quantity: i64, email: &str, key: &str) -> PurchaseRequest {
     PurchaseRequest {
+        event_id: None,
         ticket_type_id,
         quantity: Quantity::new(quantity).unwrap(),
         email: Email::parse(email).unwrap(),

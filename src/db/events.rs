@@ -190,7 +190,7 @@ pub async fn update(db: &PgPool, event_id: Uuid, new: &NewEvent) -> Result<(), A
             return Err(match sold {
                 None => AppError::NotFound,
                 Some(sold) => AppError::Invalid(InvalidField::new(
-                    format!("ticket_types[{position}].capacity"),
+                    format!("ticket_types[{}].capacity", tt.row),
                     format!(
                         "{sold} tickets of \"{}\" are already sold; the capacity cannot go below that.",
                         tt.name

@@ -89,6 +89,8 @@ pub struct NewEvent {
 
 #[derive(Debug, Clone)]
 pub struct NewTicketType {
+    /// The row of the input it came from, for error messages.
+    pub row: usize,
     pub id: Option<Uuid>,
     pub name: String,
     pub price: Money,
@@ -215,6 +217,7 @@ impl TicketTypeInput {
             ));
         }
         Ok(NewTicketType {
+            row: index,
             id: self.id,
             name,
             price,

@@ -31,6 +31,8 @@ use crate::{
 /// A validated purchase: every field already parsed into its domain type.
 #[derive(Debug, Clone)]
 pub struct PurchaseRequest {
+    /// Set when buying from an event's page: the ticket type must belong to it.
+    pub event_id: Option<Uuid>,
     pub ticket_type_id: Uuid,
     pub quantity: Quantity,
     pub email: Email,
@@ -245,11 +247,12 @@ async fn precheck(
                   e.sale_opens_at AS "sale_opens_at?", e.sale_closes_at
            FROM (VALUES (1)) AS one (x)
            LEFT JOIN orders o ON o.email = $2 AND o.idempotency_key = $3
-           LEFT JOIN ticket_types t ON t.id = $1
+           LEFT JOIN ticket_types t ON t.id = $1 AND ($4::uuid IS NULL OR t.event_id = $4)
            LEFT JOIN events e ON e.id = t.event_id"#,
         request.ticket_type_id,
         request.email.as_str(),
         request.idempotency_key.as_str(),
+        request.event_id as Option<Uuid>,
     )
     .fetch_one(db)
     .await?;

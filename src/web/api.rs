@@ -122,6 +122,7 @@ pub async fn create_order(
     ApiJson(body): ApiJson<CreateOrder>,
 ) -> ApiResult<(StatusCode, Json<Order>)> {
     let request = PurchaseRequest {
+        event_id: None,
         ticket_type_id: body.ticket_type_id,
         quantity: Quantity::new(body.quantity).for_field("quantity")?,
         email: Email::parse(&body.email).for_field("email")?,

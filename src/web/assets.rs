@@ -65,10 +65,16 @@ pub async fn serve(Path(file): Path<String>, headers: HeaderMap) -> Response {
             HeaderValue::from_str(&etag).unwrap_or(HeaderValue::from_static("\"0\"")),
         ),
     ];
-    if headers
+    // If-None-Match may list several tags, weak ones (W/"..") or `*`.
+    let matches = headers
         .get(header::IF_NONE_MATCH)
-        .is_some_and(|v| v.as_bytes() == etag.as_bytes())
-    {
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .map(|tag| tag.trim().trim_start_matches("W/"))
+                .any(|tag| tag == "*" || tag == etag)
+        });
+    if matches {
         return (StatusCode::NOT_MODIFIED, cache).into_response();
     }
     (

@@ -106,8 +106,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/v1/orders", post(api::create_order))
         .route("/api/v1/orders/{id}", get(api::get_order))
         .route("/api/v1/orders/{id}/cancel", post(api::cancel_order))
-        .route("/api/v1/organizer/events", post(api::create_event))
-        .fallback(api_not_found);
+        .route("/api/v1/organizer/events", post(api::create_event));
 
     let security_headers = ServiceBuilder::new()
         .layer(SetResponseHeaderLayer::if_not_present(
@@ -134,7 +133,8 @@ pub fn app(state: AppState) -> Router {
         .merge(api)
         .route("/static/{file}", get(assets::serve))
         .route("/healthz", get(health))
-        .fallback(page_not_found)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(
@@ -178,14 +178,19 @@ async fn health(State(state): State<AppState>) -> Result<&'static str, AppError>
     Ok("ok")
 }
 
-async fn page_not_found() -> AppError {
-    AppError::NotFound
+/// API paths answer in JSON, pages in HTML.
+fn respond(uri: &axum::http::Uri, err: AppError) -> Response {
+    if uri.path().starts_with("/api/") {
+        ApiError(err).into_response()
+    } else {
+        err.into_response()
+    }
 }
 
-async fn api_not_found(uri: axum::http::Uri) -> Response {
-    if uri.path().starts_with("/api/") {
-        ApiError(AppError::NotFound).into_response()
-    } else {
-        AppError::NotFound.into_response()
-    }
+async fn not_found(uri: axum::http::Uri) -> Response {
+    respond(&uri, AppError::NotFound)
+}
+
+async fn method_not_allowed(uri: axum::http::Uri) -> Response {
+    respond(&uri, AppError::MethodNotAllowed)
 }

@@ -52,7 +52,7 @@ pub async fn buy(
         error: None,
     };
     let now = state.clock.now();
-    let result = match purchase_request(&form) {
+    let result = match purchase_request(event_id, &form) {
         Ok(request) => sale::purchase(&state.db, now, &request).await,
         Err(invalid) => Err(invalid.into()),
     };
@@ -65,17 +65,21 @@ pub async fn buy(
     };
     // Back to the event page, filled in, with the reason.
     let detail = db::events::find_published(&state.db, event_id).await?;
-    if IdempotencyKey::parse(&form.idempotency_key).is_err() {
+    // A conflicting key stays in conflict: give the corrected form a new one.
+    if IdempotencyKey::parse(&form.idempotency_key).is_err()
+        || matches!(err, AppError::IdempotencyConflict)
+    {
         form.idempotency_key = IdempotencyKey::generate().as_str().to_owned();
     }
     form.error = Some(FormError::from_app(&err));
     Ok((err.status(), views::events::page(&detail, now, &form)).into_response())
 }
 
-fn purchase_request(form: &BuyForm) -> Result<PurchaseRequest, InvalidField> {
+fn purchase_request(event_id: Uuid, form: &BuyForm) -> Result<PurchaseRequest, InvalidField> {
     let ticket_type_id = Uuid::parse_str(form.ticket_type_id.trim())
         .map_err(|_| InvalidField::new("ticket_type_id", "Choose a ticket type."))?;
     Ok(PurchaseRequest {
+        event_id: Some(event_id),
         ticket_type_id,
         quantity: Quantity::parse(&form.quantity).for_field("quantity")?,
         email: Email::parse(&form.email).for_field("email")?,

@@ -62,14 +62,18 @@ pub fn page(detail: &EventDetail, now: OffsetDateTime, form: &BuyForm) -> Markup
                 ul.ticket-types {
                     @for tt in &detail.ticket_types { (ticket_type_row(tt)) }
                 }
+                // The states below that show no form still show why a post failed.
+                @if !(state == SaleState::NotOpenYet || (state == SaleState::Open && !detail.sold_out())) {
+                    (error_notice(form.error.as_ref()))
+                }
                 @match state {
                     SaleState::Cancelled => p.notice.error { "This event was cancelled." },
                     SaleState::Draft => p.notice { "This event is not published." },
                     SaleState::NotOpenYet => {
+                        (error_notice(form.error.as_ref()))
                         p.notice #countdown data-opens-at=(event.sale_opens_at.unix_timestamp()) {
                             "The sale opens " (format_time(event.sale_opens_at)) "."
                         }
-                        (error_notice(form.error.as_ref()))
                     },
                     SaleState::Closed => p.notice { "The sale for this event has closed." },
                     SaleState::Open if detail.sold_out() => p.notice.sold-out role="status" { "Sold out. Every ticket has found its owner." },

@@ -60,7 +60,7 @@ pub fn form(form: &EventForm<'_>) -> Markup {
         BLANK_ROWS
     };
     rows.extend(std::iter::repeat_with(TicketTypeInput::default).take(blanks));
-    html! {
+    let body = html! {
         h1 { (title) }
         @if let Some((id, state)) = form.event { (status_bar(id, state)) }
         form.card.event-form method="post" action=(action) data-once {
@@ -96,7 +96,8 @@ pub fn form(form: &EventForm<'_>) -> Markup {
             @for (i, row) in rows.iter().enumerate() { (ticket_type_row(i, row, error)) }
             button type="submit" { @if form.event.is_some() { "Save changes" } @else { "Create event" } }
         }
-    }
+    };
+    layout(&title, body)
 }
 
 fn ticket_type_row(i: usize, row: &TicketTypeInput, error: Option<&FormError>) -> Markup {

@@ -1,0 +1,202 @@
+//! Organizer accounts: passwords (argon2id, hashed off the async runtime),
+//! browser sessions and API tokens (stored as SHA-256 hashes).
+
+pub mod middleware;
+
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+use sqlx::PgPool;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::{
+    domain::{Email, InvalidField},
+    error::AppError,
+};
+
+/// The session key that holds the logged-in organizer's id.
+pub const SESSION_ORGANIZER: &str = "organizer_id";
+
+/// The organizer a request acts for, set by the auth middleware.
+#[derive(Debug, Clone)]
+pub struct CurrentOrganizer {
+    pub id: Uuid,
+    pub email: String,
+}
+
+/// A password as typed at sign-up: long enough, not absurdly long.
+#[derive(Clone)]
+pub struct NewPassword(String);
+
+impl NewPassword {
+    pub const MIN_CHARS: usize = 10;
+
+    pub fn parse(raw: &str) -> Result<Self, InvalidField> {
+        let chars = raw.chars().count();
+        if chars < Self::MIN_CHARS {
+            return Err(InvalidField::new(
+                "password",
+                format!("Use at least {} characters for your password.", Self::MIN_CHARS),
+            ));
+        }
+        if chars > 1024 {
+            return Err(InvalidField::new("password", "That password is longer than 1,024 characters."));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+}
+
+impl std::fmt::Debug for NewPassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NewPassword(..)")
+    }
+}
+
+/// Argon2id is deliberately slow: run it on the blocking pool so that it
+/// never stalls the async workers serving the on-sale.
+async fn hash_password(password: NewPassword) -> Result<String, AppError> {
+    tokio::task::spawn_blocking(move || password_auth::generate_hash(password.0))
+        .await
+        .map_err(AppError::internal)
+}
+
+async fn verify_password(password: String, hash: String) -> Result<bool, AppError> {
+    tokio::task::spawn_blocking(move || password_auth::verify_password(password, &hash).is_ok())
+        .await
+        .map_err(AppError::internal)
+}
+
+/// A hash that no password matches, verified when the email is unknown so
+/// that a log-in takes as long whether or not the account exists.
+static DUMMY_HASH: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| password_auth::generate_hash("stampede-no-such-account"));
+
+pub async fn sign_up(db: &PgPool, email: &Email, password: NewPassword) -> Result<CurrentOrganizer, AppError> {
+    let hash = hash_password(password).await?;
+    let id = sqlx::query_scalar!(
+        "INSERT INTO organizers (email, password_hash) VALUES ($1, $2)
+         ON CONFLICT ON CONSTRAINT organizers_email_unique DO NOTHING
+         RETURNING id",
+        email.as_str(),
+        hash,
+    )
+    .fetch_optional(db)
+    .await?;
+    match id {
+        Some(id) => Ok(CurrentOrganizer {
+            id,
+            email: email.to_string(),
+        }),
+        None => Err(AppError::Invalid(InvalidField::new(
+            "email",
+            "An organizer with this email already exists; log in instead.",
+        ))),
+    }
+}
+
+/// The organizer whose email and password these are, or `None`.
+pub async fn log_in(db: &PgPool, email: &Email, password: &str) -> Result<Option<CurrentOrganizer>, AppError> {
+    let row = sqlx::query!(
+        "SELECT id, email, password_hash FROM organizers WHERE email = $1",
+        email.as_str()
+    )
+    .fetch_optional(db)
+    .await?;
+    let hash = row
+        .as_ref()
+        .map_or_else(|| DUMMY_HASH.clone(), |r| r.password_hash.clone());
+    let matches = verify_password(password.to_owned(), hash).await?;
+    Ok(row.filter(|_| matches).map(|r| CurrentOrganizer { id: r.id, email: r.email }))
+}
+
+pub async fn find_organizer(db: &PgPool, id: Uuid) -> Result<Option<CurrentOrganizer>, AppError> {
+    Ok(
+        sqlx::query_as!(CurrentOrganizer, "SELECT id, email FROM organizers WHERE id = $1", id)
+            .fetch_optional(db)
+            .await?,
+    )
+}
+
+#[derive(Debug, Clone)]
+pub struct ApiToken {
+    pub id: Uuid,
+    pub name: String,
+    pub prefix: String,
+    pub created_at: OffsetDateTime,
+    pub last_used_at: Option<OffsetDateTime>,
+    pub revoked_at: Option<OffsetDateTime>,
+}
+
+fn token_hash(token: &str) -> Vec<u8> {
+    Sha256::digest(token.as_bytes()).to_vec()
+}
+
+/// Create a token and return it: the only time its text exists outside the
+/// organizer's hands.
+pub async fn create_token(db: &PgPool, organizer_id: Uuid, name: &str) -> Result<String, AppError> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 100 {
+        return Err(AppError::Invalid(InvalidField::new(
+            "name",
+            "Give the token a name of 1 to 100 characters.",
+        )));
+    }
+    let mut secret = [0_u8; 32];
+    rand::rng().fill_bytes(&mut secret);
+    use base64::Engine as _;
+    let token = format!("stp_{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret));
+    let prefix: String = token.chars().take(10).collect();
+    sqlx::query!(
+        "INSERT INTO api_tokens (organizer_id, name, token_hash, prefix) VALUES ($1, $2, $3, $4)",
+        organizer_id,
+        name,
+        token_hash(&token),
+        prefix,
+    )
+    .execute(db)
+    .await?;
+    Ok(token)
+}
+
+pub async fn list_tokens(db: &PgPool, organizer_id: Uuid) -> Result<Vec<ApiToken>, AppError> {
+    Ok(sqlx::query_as!(
+        ApiToken,
+        "SELECT id, name, prefix, created_at, last_used_at, revoked_at FROM api_tokens
+         WHERE organizer_id = $1 ORDER BY created_at DESC LIMIT 200",
+        organizer_id,
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+pub async fn revoke_token(db: &PgPool, organizer_id: Uuid, token_id: Uuid) -> Result<(), AppError> {
+    let revoked = sqlx::query!(
+        "UPDATE api_tokens SET revoked_at = now()
+         WHERE id = $1 AND organizer_id = $2 AND revoked_at IS NULL",
+        token_id,
+        organizer_id,
+    )
+    .execute(db)
+    .await?;
+    if revoked.rows_affected() == 1 {
+        Ok(())
+    } else {
+        Err(AppError::NotFound)
+    }
+}
+
+/// The organizer a live (unrevoked) token belongs to.
+pub async fn authenticate_token(db: &PgPool, token: &str) -> Result<Option<CurrentOrganizer>, AppError> {
+    Ok(sqlx::query_as!(
+        CurrentOrganizer,
+        "WITH used AS (
+             UPDATE api_tokens SET last_used_at = now()
+             WHERE token_hash = $1 AND revoked_at IS NULL
+             RETURNING organizer_id
+         )
+         SELECT o.id, o.email FROM organizers o JOIN used ON used.organizer_id = o.id",
+        token_hash(token),
+    )
+    .fetch_optional(db)
+    .await?)
+}
