@@ -43,6 +43,27 @@ pub enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
+    /// Manage organizer accounts.
+    Organizer {
+        #[command(subcommand)]
+        command: OrganizerCommand,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum OrganizerCommand {
+    /// Create an organizer and print a fresh API token for it.
+    Add {
+        /// The organizer's email (their log-in).
+        email: String,
+        /// Read the password from the first line of standard input instead
+        /// of prompting for it.
+        #[arg(long)]
+        password_stdin: bool,
+        /// A name for the API token, shown on the settings page.
+        #[arg(long, default_value = "command line")]
+        token_name: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -99,6 +120,10 @@ pub struct ServeArgs {
         global = true
     )]
     pub request_timeout_secs: u64,
+
+    /// Mark cookies `Secure`; set this when Stampede is served over https.
+    #[arg(long, env = "STAMPEDE_SECURE_COOKIES", global = true)]
+    pub secure_cookies: bool,
 }
 
 /// Connection options from a URL, or libpq-style defaults (PG* variables,

@@ -19,6 +19,12 @@ pub enum AppError {
     BadRequest(String),
     #[error("We could not find that.")]
     NotFound,
+    #[error("Log in, or send a valid API token as `Authorization: Bearer <token>`.")]
+    Unauthorized,
+    #[error("{0}")]
+    Forbidden(&'static str),
+    #[error("Too many attempts; wait a minute and try again.")]
+    TooManyRequests,
     #[error("Sold out: there are no tickets of this type left.")]
     SoldOut,
     #[error("Only {remaining} left of this ticket type; choose fewer.")]
@@ -53,6 +59,9 @@ impl AppError {
             Self::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::NotFound => StatusCode::NOT_FOUND,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
             Self::SoldOut
             | Self::NotEnoughLeft { .. }
             | Self::OrderLimit { .. }
@@ -73,6 +82,9 @@ impl AppError {
         match self {
             Self::Invalid(_) | Self::BadRequest(_) => "invalid",
             Self::NotFound => "not_found",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden(_) => "forbidden",
+            Self::TooManyRequests => "rate_limited",
             Self::SoldOut => "sold_out",
             Self::NotEnoughLeft { .. } => "not_enough_left",
             Self::OrderLimit { .. } | Self::BuyerLimit { .. } => "limit_exceeded",
@@ -112,11 +124,19 @@ impl AppError {
         }
     }
 
-    fn add_retry_after(&self, response: &mut Response) {
-        if matches!(self, Self::Overloaded) {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    fn add_headers(&self, response: &mut Response) {
+        let headers = response.headers_mut();
+        match self {
+            Self::Overloaded => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            Self::TooManyRequests => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
+            }
+            Self::Unauthorized => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            _ => {}
         }
     }
 }
@@ -168,7 +188,7 @@ impl IntoResponse for AppError {
             crate::web::views::error_page(status, &self.to_string()),
         )
             .into_response();
-        self.add_retry_after(&mut response);
+        self.add_headers(&mut response);
         response
     }
 }
@@ -195,7 +215,7 @@ impl IntoResponse for ApiError {
             }
         });
         let mut response = (err.status(), Json(body)).into_response();
-        err.add_retry_after(&mut response);
+        err.add_headers(&mut response);
         response
     }
 }

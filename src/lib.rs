@@ -5,6 +5,7 @@
 //! - [`db`]: every other query.
 //! - [`web`]: axum handlers, maud views, the JSON API; [`app`] builds the router.
 
+pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod db;

@@ -43,21 +43,13 @@ async fn buy_api(client: &reqwest::Client, base: &str, body: Value) -> Answer {
     }
 }
 
-async fn buy_form(
-    client: &reqwest::Client,
-    base: &str,
-    event_id: Uuid,
-    fields: &[(&str, String)],
-) -> Answer {
-    let body = fields
-        .iter()
-        .map(|(k, v)| format!("{k}={}", v.replace('@', "%40")))
-        .collect::<Vec<_>>()
-        .join("&");
+async fn buy_form(client: &reqwest::Client, base: &str, event_id: Uuid, fields: &[(&str, String)]) -> Answer {
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let response = client
         .post(format!("{base}/events/{event_id}/orders"))
         .header("content-type", "application/x-www-form-urlencoded")
-        .body(body)
+        .header("cookie", common::csrf_cookie())
+        .body(common::form_body(&fields))
         .send()
         .await
         .expect("request reaches the server");

@@ -493,7 +493,13 @@ async fn changing_capacity_during_a_rush_keeps_the_books_balanced(
                 max_per_buyer: "1".into(),
                 price_is_minor: false,
             });
-            stampede::db::events::update(&pool, detail.event.id, &input.parse().unwrap()).await
+            stampede::db::events::update(
+                &pool,
+                fixture.organizer_id,
+                detail.event.id,
+                &input.parse().unwrap(),
+            )
+            .await
         })
     };
     for buyer in buyers {

@@ -87,11 +87,12 @@ pub struct EventSummary {
     pub remaining: i64,
 }
 
-pub async fn create(db: &PgPool, new: &NewEvent) -> Result<Uuid, AppError> {
+pub async fn create(db: &PgPool, organizer_id: Uuid, new: &NewEvent) -> Result<Uuid, AppError> {
     let mut tx = db.begin().await?;
     let event_id = sqlx::query_scalar!(
-        "INSERT INTO events (title, description, venue, starts_at, sale_opens_at, sale_closes_at, status)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+        "INSERT INTO events (organizer_id, title, description, venue, starts_at, sale_opens_at, sale_closes_at, status)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+        organizer_id,
         new.title,
         new.description,
         new.venue,
@@ -136,13 +137,14 @@ async fn insert_ticket_type(
 /// Replace an event's details and ticket types. A capacity change moves
 /// `remaining` by the same amount in the same statement, so it cannot race a
 /// sale; lowering it below what is sold is refused.
-pub async fn update(db: &PgPool, event_id: Uuid, new: &NewEvent) -> Result<(), AppError> {
+pub async fn update(db: &PgPool, organizer_id: Uuid, event_id: Uuid, new: &NewEvent) -> Result<(), AppError> {
     let mut tx = db.begin().await?;
     let updated = sqlx::query!(
-        "UPDATE events SET title = $2, description = $3, venue = $4, starts_at = $5,
-                sale_opens_at = $6, sale_closes_at = $7, updated_at = now()
-         WHERE id = $1",
+        "UPDATE events SET title = $3, description = $4, venue = $5, starts_at = $6,
+                sale_opens_at = $7, sale_closes_at = $8, updated_at = now()
+         WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'",
         event_id,
+        organizer_id,
         new.title,
         new.description,
         new.venue,
@@ -203,10 +205,13 @@ pub async fn update(db: &PgPool, event_id: Uuid, new: &NewEvent) -> Result<(), A
     Ok(())
 }
 
-pub async fn set_status(db: &PgPool, event_id: Uuid, status: EventStatus) -> Result<(), AppError> {
+/// Publish or unpublish; cancelling is `sale::cancel_event`.
+pub async fn set_status(db: &PgPool, organizer_id: Uuid, event_id: Uuid, status: EventStatus) -> Result<(), AppError> {
     let updated = sqlx::query!(
-        "UPDATE events SET status = $2, updated_at = now() WHERE id = $1 AND status <> 'cancelled'",
+        "UPDATE events SET status = $3, updated_at = now()
+         WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'",
         event_id,
+        organizer_id,
         status.as_str(),
     )
     .execute(db)
@@ -243,6 +248,18 @@ pub async fn find(db: &PgPool, event_id: Uuid) -> Result<Option<EventDetail>, Ap
     }))
 }
 
+/// An event of this organizer's; any other organizer's is "not found".
+pub async fn find_owned(db: &PgPool, organizer_id: Uuid, event_id: Uuid) -> Result<EventDetail, AppError> {
+    let owner = sqlx::query_scalar!("SELECT organizer_id FROM events WHERE id = $1", event_id)
+        .fetch_optional(db)
+        .await?
+        .flatten();
+    if owner != Some(organizer_id) {
+        return Err(AppError::NotFound);
+    }
+    find(db, event_id).await?.ok_or(AppError::NotFound)
+}
+
 /// A published event, as buyers may see it.
 pub async fn find_published(db: &PgPool, event_id: Uuid) -> Result<EventDetail, AppError> {
     match find(db, event_id).await? {
@@ -253,26 +270,26 @@ pub async fn find_published(db: &PgPool, event_id: Uuid) -> Result<EventDetail, 
 
 /// Events buyers can see (published), soonest first.
 pub async fn list_published(db: &PgPool) -> Result<Vec<EventSummary>, AppError> {
-    list(db, true).await
+    list(db, None).await
 }
 
-/// Every event, for the organizer overview.
-pub async fn list_all(db: &PgPool) -> Result<Vec<EventSummary>, AppError> {
-    list(db, false).await
+/// One organizer's events, whatever their status.
+pub async fn list_for_organizer(db: &PgPool, organizer_id: Uuid) -> Result<Vec<EventSummary>, AppError> {
+    list(db, Some(organizer_id)).await
 }
 
-async fn list(db: &PgPool, published_only: bool) -> Result<Vec<EventSummary>, AppError> {
+async fn list(db: &PgPool, organizer_id: Option<Uuid>) -> Result<Vec<EventSummary>, AppError> {
     Ok(sqlx::query_as!(
         EventSummary,
         r#"SELECT e.id, e.title, e.venue, e.starts_at, e.sale_opens_at, e.status,
                   COALESCE(SUM(t.capacity), 0)::int8 AS "capacity!",
                   COALESCE(SUM(t.remaining), 0)::int8 AS "remaining!"
            FROM events e LEFT JOIN ticket_types t ON t.event_id = e.id
-           WHERE NOT $1 OR e.status = 'published'
+           WHERE CASE WHEN $1::uuid IS NULL THEN e.status = 'published' ELSE e.organizer_id = $1 END
            GROUP BY e.id
            ORDER BY e.starts_at, e.id
            LIMIT 500"#,
-        published_only,
+        organizer_id as Option<Uuid>,
     )
     .fetch_all(db)
     .await?)

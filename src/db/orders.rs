@@ -22,6 +22,23 @@ pub struct OrderPage {
     pub starts_at: OffsetDateTime,
 }
 
+/// One ticket of an order: what the door scans.
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    pub position: i32,
+    pub code: String,
+}
+
+pub async fn tickets(db: &PgPool, order_id: Uuid) -> Result<Vec<Ticket>, AppError> {
+    Ok(sqlx::query_as!(
+        Ticket,
+        "SELECT position, code FROM tickets WHERE order_id = $1 ORDER BY position",
+        order_id
+    )
+    .fetch_all(db)
+    .await?)
+}
+
 pub async fn page(db: &PgPool, order_id: Uuid) -> Result<OrderPage, AppError> {
     sqlx::query_as!(
         OrderPage,

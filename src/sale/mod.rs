@@ -2,12 +2,13 @@
 //!
 //! A sale is one Postgres transaction at Read Committed:
 //! 1. insert the order (unique per buyer and idempotency key: a concurrent
-//!    duplicate waits here and then replays the winner's order);
+//!    duplicate waits here and then replays the winner's order) and its
+//!    tickets, one row per seat with an unguessable code;
 //! 2. add the quantity to the buyer's holdings with a conditional upsert
 //!    (the per-buyer limit, enforced on one row per buyer and ticket type);
 //! 3. the conditional `UPDATE ticket_types SET remaining = remaining - $n
-//!    WHERE id = $1 AND remaining - $n >= 0` plus the sale window — exactly
-//!    one row, or roll back. It runs last, so the hot row stays locked only
+//!    WHERE id = $1 AND remaining - $n >= 0` plus the sale window and the
+//!    `sales_halted` flag — exactly one row, or roll back. It runs last, so the hot row stays locked only
 //!    for the commit.
 //!
 //! A blocked UPDATE re-checks its WHERE clause against the row version that
@@ -24,6 +25,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::{
+    db,
     domain::{Email, EventStatus, IdempotencyKey, Quantity},
     error::AppError,
 };
@@ -133,6 +135,15 @@ async fn purchase_inner(
         };
     };
 
+    // One ticket row per seat, each with its own code for the door.
+    sqlx::query!(
+        "INSERT INTO tickets (order_id, position) SELECT $1, generate_series(1, $2)",
+        order.id,
+        quantity,
+    )
+    .execute(&mut *tx)
+    .await?;
+
     // 2. The per-buyer limit, on the buyer's own row (concurrent purchases by
     //    one buyer queue on it; a blocked upsert re-reads the new total).
     let held = sqlx::query_scalar!(
@@ -164,7 +175,7 @@ async fn purchase_inner(
         r#"UPDATE ticket_types t SET remaining = t.remaining - $2
            FROM events e
            WHERE t.id = $1 AND t.remaining - $2 >= 0
-             AND $2 <= t.max_per_order
+             AND $2 <= t.max_per_order AND NOT t.sales_halted
              AND e.id = t.event_id AND e.status = 'published'
              AND e.sale_opens_at <= $3 AND (e.sale_closes_at IS NULL OR e.sale_closes_at > $3)
            RETURNING t.remaining"#,
@@ -311,6 +322,65 @@ async fn precheck(
         _ => None,
     };
     Ok((order, info))
+}
+
+/// Cancel an event: stop its sales, then cancel every live order and return
+/// the tickets. Two transactions, each taking its locks in the order that
+/// purchases and order cancellations do (orders, then buyer holdings, then
+/// the ticket type), so neither can deadlock with them:
+/// 1. mark the event cancelled and set `sales_halted` on its ticket types.
+///    Taking those row locks waits for purchases holding them to commit;
+///    purchases that come later re-check `sales_halted` and refuse;
+/// 2. cancel the live orders, zero the buyers' holdings and restore
+///    `remaining`. No purchase can succeed any more, so this is final; it
+///    is safe to repeat, and calling this again finishes an interrupted run.
+#[tracing::instrument(skip(db))]
+pub async fn cancel_event(db: &PgPool, organizer_id: Uuid, event_id: Uuid) -> Result<u64, AppError> {
+    db::events::find_owned(db, organizer_id, event_id).await?;
+
+    let mut tx = db.begin().await?;
+    sqlx::query!(
+        "UPDATE events SET status = 'cancelled', updated_at = now()
+         WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'",
+        event_id,
+        organizer_id,
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "UPDATE ticket_types SET sales_halted = true WHERE event_id = $1 AND NOT sales_halted",
+        event_id
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+
+    let mut tx = db.begin().await?;
+    let cancelled = sqlx::query!(
+        "UPDATE orders o SET status = 'cancelled', cancelled_at = now()
+         FROM ticket_types t
+         WHERE t.id = o.ticket_type_id AND t.event_id = $1 AND o.status = 'confirmed'",
+        event_id,
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    sqlx::query!(
+        "UPDATE buyer_holdings h SET quantity = 0 FROM ticket_types t
+         WHERE t.id = h.ticket_type_id AND t.event_id = $1 AND h.quantity <> 0",
+        event_id,
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "UPDATE ticket_types SET remaining = capacity WHERE event_id = $1",
+        event_id
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    tracing::info!(%event_id, cancelled, "event cancelled");
+    Ok(cancelled)
 }
 
 pub async fn find_by_id(db: &PgPool, order_id: Uuid) -> Result<Option<Order>, AppError> {

@@ -1,7 +1,7 @@
 //! JSON API under /api/v1. Errors: `{"error": {"code", "message", "field"}}`.
 
 use axum::{
-    Json,
+    Extension, Json,
     extract::{Path, State},
     http::StatusCode,
 };
@@ -13,6 +13,7 @@ use super::{
     extract::{ApiJson, parse_id},
 };
 use crate::{
+    auth::CurrentOrganizer,
     db::{self, events::EventDetail},
     domain::{Email, EventInput, ForField, IdempotencyKey, Quantity, TicketTypeInput},
     error::{ApiError, AppError},
@@ -82,14 +83,28 @@ impl CreateEvent {
 /// `POST /api/v1/organizer/events` → 201 with the event and its ticket types.
 pub async fn create_event(
     State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
     ApiJson(body): ApiJson<CreateEvent>,
 ) -> ApiResult<(StatusCode, Json<EventDetail>)> {
     let new = body.into_input().parse()?;
-    let id = db::events::create(&state.db, &new).await?;
+    let id = db::events::create(&state.db, organizer.id, &new).await?;
     let detail = db::events::find(&state.db, id)
         .await?
         .ok_or(AppError::NotFound)?;
     Ok((StatusCode::CREATED, Json(detail)))
+}
+
+/// `GET /api/v1/organizer/events`: the caller's own events, any status.
+pub async fn list_own_events(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+) -> ApiResult<Json<Value>> {
+    let summaries = db::events::list_for_organizer(&state.db, organizer.id).await?;
+    let mut events = Vec::with_capacity(summaries.len());
+    for summary in summaries {
+        events.push(db::events::find_owned(&state.db, organizer.id, summary.id).await?);
+    }
+    Ok(Json(json!({ "events": events })))
 }
 
 pub async fn list_events(State(state): State<AppState>) -> ApiResult<Json<Value>> {

@@ -106,3 +106,26 @@ impl<S: Send + Sync> FromRequest<S> for FormFields {
 pub fn parse_id(raw: &str) -> Result<Uuid, AppError> {
     Uuid::parse_str(raw).map_err(|_| AppError::NotFound)
 }
+
+/// What every page needs besides its own data: the CSRF token for its forms
+/// and, on organizer pages, who is logged in.
+#[derive(Debug, Clone, Default)]
+pub struct PageContext {
+    pub csrf: String,
+    pub organizer: Option<crate::auth::CurrentOrganizer>,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PageContext {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self {
+            csrf: parts
+                .extensions
+                .get::<super::csrf::CsrfToken>()
+                .map(|t| t.0.clone())
+                .unwrap_or_default(),
+            organizer: parts.extensions.get::<crate::auth::CurrentOrganizer>().cloned(),
+        })
+    }
+}

@@ -1,7 +1,9 @@
 //! HTTP: the router, thin handlers, views and the JSON API.
 
+mod account;
 mod api;
 mod assets;
+pub mod csrf;
 mod extract;
 mod organizer;
 mod pages;
@@ -14,6 +16,7 @@ use axum::{
     error_handling::HandleErrorLayer,
     extract::{DefaultBodyLimit, State},
     http::{HeaderName, HeaderValue, Request, StatusCode, header},
+    middleware,
     response::{IntoResponse, Response},
     routing::{get, post},
 };
@@ -21,13 +24,17 @@ use sqlx::PgPool;
 use tower::ServiceBuilder;
 use tower_http::{
     compression::CompressionLayer,
+    csrf::CsrfLayer,
     request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
     set_header::SetResponseHeaderLayer,
     timeout::TimeoutLayer,
     trace::TraceLayer,
 };
+use tower_sessions::{Expiry, SessionManagerLayer, cookie::SameSite};
+use tower_sessions_sqlx_store::PostgresStore;
 
 use crate::{
+    auth,
     clock::{Clock, SystemClock},
     error::{ApiError, AppError},
 };
@@ -39,6 +46,9 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 pub struct Limits {
     pub max_in_flight: usize,
     pub request_timeout: Duration,
+    /// Log-in attempts per client address: a burst, then one per period.
+    pub login_burst: u32,
+    pub login_period: Duration,
 }
 
 impl Default for Limits {
@@ -46,6 +56,8 @@ impl Default for Limits {
         Self {
             max_in_flight: 2048,
             request_timeout: Duration::from_secs(15),
+            login_burst: 10,
+            login_period: Duration::from_secs(6),
         }
     }
 }
@@ -55,6 +67,8 @@ pub struct AppState {
     pub db: PgPool,
     pub clock: Arc<dyn Clock>,
     pub limits: Limits,
+    /// Mark cookies `Secure` (serve over https).
+    pub secure_cookies: bool,
 }
 
 impl AppState {
@@ -63,6 +77,7 @@ impl AppState {
             db,
             clock: Arc::new(SystemClock),
             limits: Limits::default(),
+            secure_cookies: false,
         }
     }
 
@@ -75,6 +90,19 @@ impl AppState {
         self.limits = limits;
         self
     }
+
+    pub fn with_secure_cookies(mut self, secure: bool) -> Self {
+        self.secure_cookies = secure;
+        self
+    }
+}
+
+/// The session store: the `sessions` table from migrations/.
+pub fn session_store(db: PgPool) -> PostgresStore {
+    PostgresStore::new(db)
+        .with_schema_name("public")
+        .and_then(|store| store.with_table_name("sessions"))
+        .expect("constant, valid identifiers")
 }
 
 pub fn app(state: AppState) -> Router {
@@ -85,33 +113,65 @@ pub fn app(state: AppState) -> Router {
         .route("/events/{id}/orders", post(pages::buy))
         .route("/orders/{id}", get(pages::order))
         .route("/orders/{id}/cancel", post(pages::cancel));
+
+    // Log-in attempts are limited per client address (peer address; no
+    // proxy header is trusted).
+    let login_limit = tower_governor::governor::GovernorConfigBuilder::default()
+        .period(limits.login_period)
+        .burst_size(limits.login_burst)
+        .finish()
+        .map(|config| {
+            tower_governor::GovernorLayer::new(config).error_handler(|_| AppError::TooManyRequests.into_response())
+        });
+    let mut login = Router::new().route("/login", post(account::log_in));
+    if let Some(layer) = login_limit {
+        login = login.layer(layer);
+    }
+    let account = Router::new()
+        .route("/signup", get(account::sign_up_form).post(account::sign_up))
+        .route("/login", get(account::log_in_form))
+        .route("/logout", post(account::log_out))
+        .merge(login);
+
     // Every organizer page lives under /organizer and every organizer API
-    // route under /api/v1/organizer, so one layer can protect them later.
+    // route under /api/v1/organizer; these two layers protect all of them.
     let organizer = Router::new()
         .route("/organizer", get(organizer::index))
         .route("/organizer/events", post(organizer::create))
         .route("/organizer/events/new", get(organizer::new_form))
-        .route(
-            "/organizer/events/{id}",
-            get(organizer::edit_form).post(organizer::update),
-        )
+        .route("/organizer/events/{id}", get(organizer::edit_form))
+        .route("/organizer/events/{id}/edit", get(organizer::edit_form).post(organizer::update))
         .route("/organizer/events/{id}/publish", post(organizer::publish))
-        .route(
-            "/organizer/events/{id}/unpublish",
-            post(organizer::unpublish),
-        );
+        .route("/organizer/events/{id}/unpublish", post(organizer::unpublish))
+        .route("/organizer/events/{id}/cancel", post(organizer::cancel))
+        .route("/organizer/settings", get(account::settings))
+        .route("/organizer/settings/tokens", post(account::create_token))
+        .route("/organizer/settings/tokens/{id}/revoke", post(account::revoke_token))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::middleware::require_session));
+    let organizer_api = Router::new()
+        .route("/api/v1/organizer/events", post(api::create_event).get(api::list_own_events))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::middleware::require_token));
     let api = Router::new()
         .route("/api/v1/events", get(api::list_events))
         .route("/api/v1/events/{id}", get(api::get_event))
         .route("/api/v1/orders", post(api::create_order))
         .route("/api/v1/orders/{id}", get(api::get_order))
         .route("/api/v1/orders/{id}/cancel", post(api::cancel_order))
-        .route("/api/v1/organizer/events", post(api::create_event));
+        .merge(organizer_api);
+
+    let sessions = SessionManagerLayer::new(session_store(state.db.clone()))
+        .with_name("stampede_session")
+        .with_http_only(true)
+        .with_same_site(SameSite::Lax)
+        .with_secure(state.secure_cookies)
+        .with_expiry(Expiry::OnInactivity(time::Duration::days(7)));
 
     let security_headers = ServiceBuilder::new()
         .layer(SetResponseHeaderLayer::if_not_present(
             header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static("default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"),
+            HeaderValue::from_static(
+                "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+            ),
         ))
         .layer(SetResponseHeaderLayer::overriding(
             header::X_CONTENT_TYPE_OPTIONS,
@@ -129,12 +189,15 @@ pub fn app(state: AppState) -> Router {
     let request_id = HeaderName::from_static("x-request-id");
     Router::new()
         .merge(buyer)
+        .merge(account)
         .merge(organizer)
         .merge(api)
         .route("/static/{file}", get(assets::serve))
         .route("/healthz", get(health))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), csrf::protect))
+        .layer(sessions)
         .with_state(state)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(
@@ -158,7 +221,8 @@ pub fn app(state: AppState) -> Router {
                 .layer(TimeoutLayer::with_status_code(
                     StatusCode::SERVICE_UNAVAILABLE,
                     limits.request_timeout,
-                )),
+                ))
+                .layer(CsrfLayer::new()),
         )
 }
 

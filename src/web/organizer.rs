@@ -1,6 +1,8 @@
-//! Organizer pages under /organizer (authentication comes with accounts).
+//! Organizer pages under /organizer. The session middleware has already
+//! checked the log-in; every query here is scoped to that organizer.
 
 use axum::{
+    Extension,
     extract::{Path, State},
     response::{IntoResponse, Redirect, Response},
 };
@@ -9,82 +11,99 @@ use uuid::Uuid;
 
 use super::{
     AppState,
-    extract::{FormFields, parse_id},
+    extract::{FormFields, PageContext, parse_id},
     views::{
         self, FormError,
         organizer::{EventForm, form},
     },
 };
 use crate::{
+    auth::CurrentOrganizer,
     db::{
         self,
         events::{EventDetail, SaleState},
     },
     domain::{EventInput, EventStatus, TicketTypeInput, decimal_price},
     error::AppError,
+    sale,
 };
 
 /// Rows the form can carry: the most ticket types plus the blank rows.
 const MAX_FORM_ROWS: usize = crate::domain::MAX_TICKET_TYPES + 3;
 
-pub async fn index(State(state): State<AppState>) -> Result<Markup, AppError> {
-    let events = db::events::list_all(&state.db).await?;
-    Ok(views::organizer::index(&events))
+pub async fn index(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    ctx: PageContext,
+) -> Result<Markup, AppError> {
+    let events = db::events::list_for_organizer(&state.db, organizer.id).await?;
+    Ok(views::organizer::index(&ctx, &events))
 }
 
-pub async fn new_form() -> Markup {
+pub async fn new_form(ctx: PageContext) -> Markup {
     let input = EventInput::default();
-    form(&EventForm {
-        event: None,
-        input: &input,
-        error: None,
-    })
+    form(
+        &ctx,
+        &EventForm {
+            event: None,
+            input: &input,
+            error: None,
+        },
+    )
 }
 
 pub async fn create(
     State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    ctx: PageContext,
     fields: FormFields,
 ) -> Result<Response, AppError> {
     let input = event_input(&fields)?;
     let result = match input.parse() {
-        Ok(new) => db::events::create(&state.db, &new).await,
+        Ok(new) => db::events::create(&state.db, organizer.id, &new).await,
         Err(invalid) => Err(invalid.into()),
     };
     match result {
         Ok(id) => Ok(Redirect::to(&format!("/organizer/events/{id}")).into_response()),
-        Err(err) => refill(None, &input, err),
+        Err(err) => refill(&ctx, None, &input, err),
     }
 }
 
 pub async fn edit_form(
     State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    ctx: PageContext,
     Path(id): Path<String>,
 ) -> Result<Markup, AppError> {
-    let detail = find(&state, &id).await?;
+    let detail = db::events::find_owned(&state.db, organizer.id, parse_id(&id)?).await?;
     let input = input_from(&detail);
-    Ok(form(&EventForm {
-        event: Some((detail.event.id, detail.event.sale_state(state.clock.now()))),
-        input: &input,
-        error: None,
-    }))
+    Ok(form(
+        &ctx,
+        &EventForm {
+            event: Some((detail.event.id, detail.event.sale_state(state.clock.now()))),
+            input: &input,
+            error: None,
+        },
+    ))
 }
 
 pub async fn update(
     State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    ctx: PageContext,
     Path(id): Path<String>,
     fields: FormFields,
 ) -> Result<Response, AppError> {
-    let detail = find(&state, &id).await?;
+    let detail = db::events::find_owned(&state.db, organizer.id, parse_id(&id)?).await?;
     let input = event_input(&fields)?;
     let result = match input.parse() {
-        Ok(new) => db::events::update(&state.db, detail.event.id, &new).await,
+        Ok(new) => db::events::update(&state.db, organizer.id, detail.event.id, &new).await,
         Err(invalid) => Err(invalid.into()),
     };
     match result {
-        Ok(()) => {
-            Ok(Redirect::to(&format!("/organizer/events/{}", detail.event.id)).into_response())
-        }
+        Ok(()) => Ok(Redirect::to(&format!("/organizer/events/{}", detail.event.id)).into_response()),
         Err(err) => refill(
+            &ctx,
             Some((detail.event.id, detail.event.sale_state(state.clock.now()))),
             &input,
             err,
@@ -94,32 +113,45 @@ pub async fn update(
 
 pub async fn publish(
     State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
 ) -> Result<Redirect, AppError> {
-    set_status(&state, &id, EventStatus::Published).await
+    set_status(&state, &organizer, &id, EventStatus::Published).await
 }
 
 pub async fn unpublish(
     State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
 ) -> Result<Redirect, AppError> {
-    set_status(&state, &id, EventStatus::Draft).await
+    set_status(&state, &organizer, &id, EventStatus::Draft).await
 }
 
-async fn set_status(state: &AppState, id: &str, status: EventStatus) -> Result<Redirect, AppError> {
-    let event_id = parse_id(id)?;
-    db::events::set_status(&state.db, event_id, status).await?;
+/// Cancel the event: sales stop and every order is cancelled.
+pub async fn cancel(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    Path(id): Path<String>,
+) -> Result<Redirect, AppError> {
+    let event_id = parse_id(&id)?;
+    sale::cancel_event(&state.db, organizer.id, event_id).await?;
     Ok(Redirect::to(&format!("/organizer/events/{event_id}")))
 }
 
-async fn find(state: &AppState, id: &str) -> Result<EventDetail, AppError> {
-    db::events::find(&state.db, parse_id(id)?)
-        .await?
-        .ok_or(AppError::NotFound)
+async fn set_status(
+    state: &AppState,
+    organizer: &CurrentOrganizer,
+    id: &str,
+    status: EventStatus,
+) -> Result<Redirect, AppError> {
+    let event_id = parse_id(id)?;
+    db::events::set_status(&state.db, organizer.id, event_id, status).await?;
+    Ok(Redirect::to(&format!("/organizer/events/{event_id}")))
 }
 
 /// The form again, as typed, with the reason it was refused.
 fn refill(
+    ctx: &PageContext,
     event: Option<(Uuid, SaleState)>,
     input: &EventInput,
     err: AppError,
@@ -130,11 +162,14 @@ fn refill(
     ) {
         return Err(err);
     }
-    let page = form(&EventForm {
-        event,
-        input,
-        error: Some(FormError::from_app(&err)),
-    });
+    let page = form(
+        ctx,
+        &EventForm {
+            event,
+            input,
+            error: Some(FormError::from_app(&err)),
+        },
+    );
     Ok((err.status(), page).into_response())
 }
 

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::{
     AppState,
-    extract::{FormFields, parse_id},
+    extract::{FormFields, PageContext, parse_id},
     views::{self, FormError, events::BuyForm},
 };
 use crate::{
@@ -19,13 +19,14 @@ use crate::{
     sale::{self, PurchaseRequest},
 };
 
-pub async fn index(State(state): State<AppState>) -> Result<Markup, AppError> {
+pub async fn index(State(state): State<AppState>, ctx: PageContext) -> Result<Markup, AppError> {
     let events = db::events::list_published(&state.db).await?;
-    Ok(views::events::index(&events))
+    Ok(views::events::index(&ctx, &events))
 }
 
 pub async fn event(
     State(state): State<AppState>,
+    ctx: PageContext,
     Path(id): Path<String>,
 ) -> Result<Markup, AppError> {
     let detail = db::events::find_published(&state.db, parse_id(&id)?).await?;
@@ -33,13 +34,14 @@ pub async fn event(
         idempotency_key: IdempotencyKey::generate().as_str().to_owned(),
         ..BuyForm::default()
     };
-    Ok(views::events::page(&detail, state.clock.now(), &form))
+    Ok(views::events::page(&ctx, &detail, state.clock.now(), &form))
 }
 
 /// POST → 303 → GET: a refresh of the order page never buys again, and a
 /// resubmitted form carries the same idempotency key, so it finds the same order.
 pub async fn buy(
     State(state): State<AppState>,
+    ctx: PageContext,
     Path(id): Path<String>,
     fields: FormFields,
 ) -> Result<Response, AppError> {
@@ -72,7 +74,7 @@ pub async fn buy(
         form.idempotency_key = IdempotencyKey::generate().as_str().to_owned();
     }
     form.error = Some(FormError::from_app(&err));
-    Ok((err.status(), views::events::page(&detail, now, &form)).into_response())
+    Ok((err.status(), views::events::page(&ctx, &detail, now, &form)).into_response())
 }
 
 fn purchase_request(event_id: Uuid, form: &BuyForm) -> Result<PurchaseRequest, InvalidField> {
@@ -90,10 +92,15 @@ fn purchase_request(event_id: Uuid, form: &BuyForm) -> Result<PurchaseRequest, I
 
 pub async fn order(
     State(state): State<AppState>,
+    ctx: PageContext,
     Path(id): Path<String>,
 ) -> Result<Markup, AppError> {
-    let order = db::orders::page(&state.db, parse_id(&id)?).await?;
-    Ok(views::orders::page(&order))
+    let order_id = parse_id(&id)?;
+    let (order, tickets) = tokio::try_join!(
+        db::orders::page(&state.db, order_id),
+        db::orders::tickets(&state.db, order_id)
+    )?;
+    Ok(views::orders::page(&ctx, &order, &tickets))
 }
 
 pub async fn cancel(

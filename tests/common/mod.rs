@@ -55,6 +55,7 @@ impl TicketSpec {
 
 #[derive(Debug, Clone)]
 pub struct Fixture {
+    pub organizer_id: Uuid,
     pub event_id: Uuid,
     pub ticket_type_ids: Vec<Uuid>,
 }
@@ -107,12 +108,61 @@ pub async fn event_with_window(
             .collect(),
     };
     let new = input.parse().expect("valid fixture event");
-    let event_id = db::events::create(pool, &new).await.expect("create event");
+    let organizer_id = fixture_organizer(pool).await;
+    let event_id = db::events::create(pool, organizer_id, &new)
+        .await
+        .expect("create event");
     let detail = db::events::find(pool, event_id).await.unwrap().unwrap();
     Fixture {
+        organizer_id,
         event_id,
         ticket_type_ids: detail.ticket_types.iter().map(|t| t.id).collect(),
     }
+}
+
+/// An organizer who owns fixture events. Its password hash matches no
+/// password: tests that log in use [`TestApp::organizer`] instead.
+pub async fn fixture_organizer(pool: &PgPool) -> Uuid {
+    sqlx::query_scalar(
+        "INSERT INTO organizers (email, password_hash) VALUES ($1, 'not-a-hash') RETURNING id",
+    )
+    .bind(format!("owner-{}@example.org", Uuid::new_v4()))
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// A CSRF token for form posts: the cookie and the hidden field must match
+/// (see `stampede::web::csrf`); a test may mint its own pair.
+pub const CSRF_TOKEN: &str = "test-csrf-token-0123456789abcdefghijklmnopq";
+
+pub fn csrf_cookie() -> String {
+    format!("{}={CSRF_TOKEN}", stampede::web::csrf::COOKIE)
+}
+
+/// An urlencoded form body with the CSRF field added.
+pub fn form_body(fields: &[(&str, &str)]) -> String {
+    let mut body = form_urlencoded_pairs(fields);
+    body.push_str(&format!("&{}={CSRF_TOKEN}", stampede::web::csrf::FIELD));
+    body
+}
+
+fn form_urlencoded_pairs(fields: &[(&str, &str)]) -> String {
+    fields
+        .iter()
+        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b' ' => "+".to_owned(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// The invariants of DESIGN.md, from the tables, for every ticket type.
@@ -225,6 +275,7 @@ pub async fn confirmed_order_ids(pool: &PgPool) -> std::collections::BTreeSet<Uu
 
 /// The real router served on a random loopback port.
 pub struct TestApp {
+    pub pool: PgPool,
     pub addr: SocketAddr,
     pub client: reqwest::Client,
     pub clock: ManualClock,
@@ -233,7 +284,7 @@ pub struct TestApp {
 impl TestApp {
     pub async fn spawn(pool: PgPool) -> Self {
         let clock = ManualClock::new(now());
-        let state = AppState::new(pool).with_clock(clock.clone());
+        let state = AppState::new(pool.clone()).with_clock(clock.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let app = stampede::app(state);
@@ -251,6 +302,7 @@ impl TestApp {
             .build()
             .unwrap();
         Self {
+            pool,
             addr,
             client,
             clock,
@@ -260,4 +312,100 @@ impl TestApp {
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
+
+    /// POST a form with a valid CSRF cookie and field.
+    pub async fn post_form(&self, path: &str, fields: &[(&str, &str)]) -> reqwest::Response {
+        self.client
+            .post(self.url(path))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("cookie", csrf_cookie())
+            .body(form_body(fields))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Sign up an organizer through the real pages and return a client
+    /// that carries its session (and CSRF) cookies, plus its API token.
+    pub async fn organizer(&self, email: &str) -> Organizer {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .cookie_store(true)
+            .build()
+            .unwrap();
+        let page = client.get(self.url("/signup")).send().await.unwrap();
+        let token = csrf_from_page(&page.text().await.unwrap());
+        let password = "correct horse battery staple";
+        let body = format!(
+            "{}&csrf_token={token}",
+            form_urlencoded_pairs(&[("email", email), ("password", password)])
+        );
+        let signed_up = client
+            .post(self.url("/signup"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(signed_up.status(), 303, "sign-up of {email} failed");
+        let pool = self.pool.clone();
+        let id: Uuid = sqlx::query_scalar("SELECT id FROM organizers WHERE email = $1")
+            .bind(email)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        let api_token = stampede::auth::create_token(&pool, id, "tests").await.unwrap();
+        Organizer {
+            id,
+            client,
+            csrf: token,
+            api_token,
+            base: self.url(""),
+        }
+    }
+}
+
+/// A logged-in organizer: a cookie-carrying client and an API token.
+pub struct Organizer {
+    pub id: Uuid,
+    pub client: reqwest::Client,
+    pub csrf: String,
+    pub api_token: String,
+    base: String,
+}
+
+impl Organizer {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client.get(self.url(path)).send().await.unwrap()
+    }
+
+    /// POST a form from this organizer's browser, CSRF field included.
+    pub async fn post_form(&self, path: &str, fields: &[(&str, &str)]) -> reqwest::Response {
+        let body = format!("{}&csrf_token={}", form_urlencoded_pairs(fields), self.csrf);
+        self.client
+            .post(self.url(path))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A JSON request with this organizer's bearer token.
+    pub fn api(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, self.url(path))
+            .bearer_auth(&self.api_token)
+    }
+}
+
+/// The CSRF token a rendered page embeds in its forms.
+pub fn csrf_from_page(html: &str) -> String {
+    let marker = "name=\"csrf_token\" value=\"";
+    let start = html.find(marker).expect("page has a CSRF field") + marker.len();
+    html[start..].split('"').next().unwrap().to_owned()
 }

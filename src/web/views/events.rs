@@ -1,14 +1,16 @@
 use maud::{Markup, html};
 use time::OffsetDateTime;
 
-use super::{FormError, error_notice, format_time, invalid, layout};
+use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
+use crate::web::extract::PageContext;
 use crate::{
     db::events::{EventDetail, EventSummary, SaleState, TicketType},
     domain::format_price,
 };
 
-pub fn index(events: &[EventSummary]) -> Markup {
+pub fn index(ctx: &PageContext, events: &[EventSummary]) -> Markup {
     layout(
+        ctx,
         "Events",
         html! {
             h1 { "Upcoming events" }
@@ -46,10 +48,11 @@ pub struct BuyForm {
     pub error: Option<FormError>,
 }
 
-pub fn page(detail: &EventDetail, now: OffsetDateTime, form: &BuyForm) -> Markup {
+pub fn page(ctx: &PageContext, detail: &EventDetail, now: OffsetDateTime, form: &BuyForm) -> Markup {
     let event = &detail.event;
     let state = event.sale_state(now);
     layout(
+        ctx,
         &event.title,
         html! {
             article.event {
@@ -77,7 +80,7 @@ pub fn page(detail: &EventDetail, now: OffsetDateTime, form: &BuyForm) -> Markup
                     },
                     SaleState::Closed => p.notice { "The sale for this event has closed." },
                     SaleState::Open if detail.sold_out() => p.notice.sold-out role="status" { "Sold out. Every ticket has found its owner." },
-                    SaleState::Open => (buy_form(detail, form)),
+                    SaleState::Open => (buy_form(ctx, detail, form)),
                 }
             }
         },
@@ -98,7 +101,7 @@ fn ticket_type_row(tt: &TicketType) -> Markup {
     }
 }
 
-fn buy_form(detail: &EventDetail, form: &BuyForm) -> Markup {
+fn buy_form(ctx: &PageContext, detail: &EventDetail, form: &BuyForm) -> Markup {
     let error = form.error.as_ref();
     let available: Vec<&TicketType> = detail
         .ticket_types
@@ -120,6 +123,7 @@ fn buy_form(detail: &EventDetail, form: &BuyForm) -> Markup {
     html! {
         form.buy.card method="post" action={ "/events/" (detail.event.id) "/orders" } data-once {
             h2 { "Buy tickets" }
+            (csrf_field(ctx))
             (error_notice(error))
             fieldset aria-invalid=[invalid(error, "ticket_type_id")] {
                 legend { "Ticket type" }

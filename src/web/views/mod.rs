@@ -1,6 +1,7 @@
 //! maud templates. User text is always interpolated (escaped), never
 //! `PreEscaped`.
 
+pub mod account;
 pub mod events;
 pub mod orders;
 pub mod organizer;
@@ -9,10 +10,10 @@ use axum::http::StatusCode;
 use maud::{DOCTYPE, Markup, html};
 use time::{OffsetDateTime, macros::format_description};
 
-use super::assets;
+use super::{assets, csrf, extract::PageContext};
 
 /// The page frame shared by every page.
-pub fn layout(title: &str, body: Markup) -> Markup {
+pub fn layout(ctx: &PageContext, title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -30,6 +31,13 @@ pub fn layout(title: &str, body: Markup) -> Markup {
                         a.brand href="/" { "Stampede" }
                         a href="/" { "Events" }
                         a href="/organizer" { "Organizer" }
+                        @if let Some(organizer) = &ctx.organizer {
+                            a href="/organizer/settings" title="Settings and API tokens" { (organizer.email) }
+                            form.inline method="post" action="/logout" {
+                                (csrf_field(ctx))
+                                button.link type="submit" { "Log out" }
+                            }
+                        }
                     }
                 }
                 main #main { (body) }
@@ -47,6 +55,7 @@ pub fn error_page(status: StatusCode, message: &str) -> Markup {
         _ => "That did not work",
     };
     layout(
+        &PageContext::default(),
         heading,
         html! {
             section.card {
@@ -107,4 +116,9 @@ pub fn error_notice(error: Option<&FormError>) -> Markup {
             p.notice.error role="alert" #form-error { (error.message) }
         }
     }
+}
+
+/// The hidden field every state-changing form carries (see `web::csrf`).
+pub fn csrf_field(ctx: &PageContext) -> Markup {
+    html! { input type="hidden" name=(csrf::FIELD) value=(ctx.csrf); }
 }

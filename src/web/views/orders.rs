@@ -1,12 +1,17 @@
 use maud::{Markup, html};
 
-use super::{format_time, layout};
-use crate::{db::orders::OrderPage, domain::format_price};
+use super::{csrf_field, format_time, layout};
+use crate::web::extract::PageContext;
+use crate::{
+    db::orders::{OrderPage, Ticket},
+    domain::format_price,
+};
 
-pub fn page(order: &OrderPage) -> Markup {
+pub fn page(ctx: &PageContext, order: &OrderPage, tickets: &[Ticket]) -> Markup {
     let confirmed = order.status == "confirmed";
     let total = order.unit_price_minor * i64::from(order.quantity);
     layout(
+        ctx,
         "Your order",
         html! {
             article.order.card {
@@ -32,11 +37,51 @@ pub fn page(order: &OrderPage) -> Markup {
                     dt { "Ordered" } dd { (format_time(order.created_at)) }
                 }
                 @if confirmed {
+                    h2 { "Your tickets" }
+                    p.hint { "Show one code per person at the door, on screen or printed." }
+                    ol.tickets {
+                        @for ticket in tickets {
+                            li.ticket {
+                                img src=(qr_data_uri(&ticket.code)) width="160" height="160"
+                                    alt={ "QR code for ticket " (ticket.position) };
+                                div {
+                                    strong { "Ticket " (ticket.position) " of " (order.quantity) }
+                                    br;
+                                    (order.ticket_type_name)
+                                    br;
+                                    code.ticket-code { (ticket.code) }
+                                }
+                            }
+                        }
+                    }
                     form method="post" action={ "/orders/" (order.id) "/cancel" } data-once data-confirm="Cancel this order and release its tickets?" {
+                        (csrf_field(ctx))
                         button.danger type="submit" { "Cancel order" }
                     }
                 }
             }
         },
     )
+}
+
+/// The ticket code as a QR code: an SVG rendered on the server, embedded as
+/// a data URI (allowed by the CSP's `img-src data:`), so no markup of ours
+/// is built from strings.
+fn qr_data_uri(code: &str) -> String {
+    use base64::Engine as _;
+    match qrcode::QrCode::new(code.as_bytes()) {
+        Ok(qr) => {
+            let svg = qr
+                .render::<qrcode::render::svg::Color<'_>>()
+                .min_dimensions(160, 160)
+                .quiet_zone(true)
+                .build();
+            format!(
+                "data:image/svg+xml;base64,{}",
+                base64::engine::general_purpose::STANDARD.encode(svg)
+            )
+        }
+        // A ticket code always fits in a QR code; show the text code alone if not.
+        Err(_) => String::new(),
+    }
 }

@@ -1,15 +1,17 @@
 use maud::{Markup, html};
 use uuid::Uuid;
 
-use super::{FormError, error_notice, format_time, invalid, layout};
+use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
+use crate::web::extract::PageContext;
 use crate::{
     db::events::{EventSummary, SaleState},
     domain::{EventInput, TicketTypeInput},
 };
 
-pub fn index(events: &[EventSummary]) -> Markup {
+pub fn index(ctx: &PageContext, events: &[EventSummary]) -> Markup {
     layout(
-        "Organizer",
+        ctx,
+        "Your events",
         html! {
             div.heading-row {
                 h1 { "Your events" }
@@ -46,7 +48,7 @@ pub struct EventForm<'a> {
 /// Blank ticket-type rows offered for new ticket types.
 const BLANK_ROWS: usize = 2;
 
-pub fn form(form: &EventForm<'_>) -> Markup {
+pub fn form(ctx: &PageContext, form: &EventForm<'_>) -> Markup {
     let error = form.error.as_ref();
     let input = form.input;
     let (title, action) = match form.event {
@@ -62,8 +64,9 @@ pub fn form(form: &EventForm<'_>) -> Markup {
     rows.extend(std::iter::repeat_with(TicketTypeInput::default).take(blanks));
     let body = html! {
         h1 { (title) }
-        @if let Some((id, state)) = form.event { (status_bar(id, state)) }
+        @if let Some((id, state)) = form.event { (status_bar(ctx, id, state)) }
         form.card.event-form method="post" action=(action) data-once {
+            (csrf_field(ctx))
             (error_notice(error))
             label for="title" { "Title" }
             input #title name="title" required maxlength="200" value=(input.title) aria-invalid=[invalid(error, "title")];
@@ -97,7 +100,7 @@ pub fn form(form: &EventForm<'_>) -> Markup {
             button type="submit" { @if form.event.is_some() { "Save changes" } @else { "Create event" } }
         }
     };
-    layout(&title, body)
+    layout(ctx, &title, body)
 }
 
 fn ticket_type_row(i: usize, row: &TicketTypeInput, error: Option<&FormError>) -> Markup {
@@ -145,7 +148,7 @@ fn ticket_type_row(i: usize, row: &TicketTypeInput, error: Option<&FormError>) -
     }
 }
 
-fn status_bar(id: Uuid, state: SaleState) -> Markup {
+fn status_bar(ctx: &PageContext, id: Uuid, state: SaleState) -> Markup {
     html! {
         div.status-bar.card {
             p {
@@ -161,10 +164,12 @@ fn status_bar(id: Uuid, state: SaleState) -> Markup {
             }
             @match state {
                 SaleState::Draft => form method="post" action={ "/organizer/events/" (id) "/publish" } data-once {
+                    (csrf_field(ctx))
                     button type="submit" { "Publish" }
                 },
                 SaleState::Cancelled => {},
                 _ => form method="post" action={ "/organizer/events/" (id) "/unpublish" } data-once {
+                    (csrf_field(ctx))
                     button.secondary type="submit" { "Unpublish" }
                 },
             }

@@ -1,0 +1,167 @@
+//! Sign-up, log-in, log-out and the settings page with API tokens.
+
+use axum::{
+    Extension,
+    extract::{Path, Query, State},
+    http::StatusCode,
+    response::{IntoResponse, Redirect, Response},
+};
+use maud::Markup;
+use serde::Deserialize;
+use tower_sessions::Session;
+
+use super::{
+    AppState,
+    extract::{FormFields, PageContext, parse_id},
+    views::{
+        FormError,
+        account::{self as view, Credentials},
+    },
+};
+use crate::{
+    auth::{self, CurrentOrganizer, NewPassword, SESSION_ORGANIZER},
+    domain::{Email, ForField},
+    error::AppError,
+};
+
+#[derive(Debug, Deserialize)]
+pub struct NextQuery {
+    next: Option<String>,
+}
+
+/// Only paths inside the organizer area, so that `next` cannot send a
+/// freshly logged-in organizer to another site.
+fn safe_next(next: &str) -> &str {
+    let inside = next == "/organizer" || next.starts_with("/organizer/");
+    if inside && !next.contains("//") && !next.contains('\\') {
+        next
+    } else {
+        "/organizer"
+    }
+}
+
+pub async fn sign_up_form(ctx: PageContext) -> Markup {
+    view::sign_up(&ctx, &Credentials::default())
+}
+
+pub async fn sign_up(
+    State(state): State<AppState>,
+    session: Session,
+    ctx: PageContext,
+    fields: FormFields,
+) -> Result<Response, AppError> {
+    let mut form = Credentials {
+        email: fields.get("email").to_owned(),
+        ..Credentials::default()
+    };
+    let result = async {
+        let email = Email::parse(&form.email).for_field("email")?;
+        let password = NewPassword::parse(fields.get("password"))?;
+        auth::sign_up(&state.db, &email, password).await
+    }
+    .await;
+    match result {
+        Ok(organizer) => {
+            start_session(&session, &organizer).await?;
+            Ok(Redirect::to("/organizer").into_response())
+        }
+        Err(err @ (AppError::Invalid(_) | AppError::BadRequest(_))) => {
+            form.error = Some(FormError::from_app(&err));
+            Ok((err.status(), view::sign_up(&ctx, &form)).into_response())
+        }
+        Err(err) => Err(err),
+    }
+}
+
+pub async fn log_in_form(ctx: PageContext, Query(query): Query<NextQuery>) -> Markup {
+    let form = Credentials {
+        next: safe_next(query.next.as_deref().unwrap_or("")).to_owned(),
+        ..Credentials::default()
+    };
+    view::log_in(&ctx, &form)
+}
+
+pub async fn log_in(
+    State(state): State<AppState>,
+    session: Session,
+    ctx: PageContext,
+    fields: FormFields,
+) -> Result<Response, AppError> {
+    let mut form = Credentials {
+        email: fields.get("email").to_owned(),
+        next: safe_next(fields.get("next")).to_owned(),
+        error: None,
+    };
+    let organizer = match Email::parse(&form.email) {
+        Ok(email) => auth::log_in(&state.db, &email, fields.get("password")).await?,
+        Err(_) => None,
+    };
+    match organizer {
+        Some(organizer) => {
+            start_session(&session, &organizer).await?;
+            Ok(Redirect::to(&form.next).into_response())
+        }
+        None => {
+            tracing::info!("failed log-in");
+            form.error = Some(FormError {
+                field: Some("password".into()),
+                message: "That email and password do not match an organizer account.".into(),
+            });
+            Ok((StatusCode::UNAUTHORIZED, view::log_in(&ctx, &form)).into_response())
+        }
+    }
+}
+
+/// A new session id at log-in, so that a planted session cookie is useless.
+async fn start_session(session: &Session, organizer: &CurrentOrganizer) -> Result<(), AppError> {
+    session.cycle_id().await.map_err(AppError::internal)?;
+    session
+        .insert(SESSION_ORGANIZER, organizer.id)
+        .await
+        .map_err(AppError::internal)?;
+    tracing::info!(organizer_id = %organizer.id, "organizer logged in");
+    Ok(())
+}
+
+pub async fn log_out(session: Session) -> Result<Redirect, AppError> {
+    session.flush().await.map_err(AppError::internal)?;
+    Ok(Redirect::to("/"))
+}
+
+pub async fn settings(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    ctx: PageContext,
+) -> Result<Markup, AppError> {
+    let tokens = auth::list_tokens(&state.db, organizer.id).await?;
+    Ok(view::settings(&ctx, &tokens, None, None))
+}
+
+/// The new token is shown once, on this response, and never again.
+pub async fn create_token(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    ctx: PageContext,
+    fields: FormFields,
+) -> Result<Response, AppError> {
+    let created = auth::create_token(&state.db, organizer.id, fields.get("name")).await;
+    let tokens = auth::list_tokens(&state.db, organizer.id).await?;
+    Ok(match created {
+        Ok(token) => view::settings(&ctx, &tokens, Some(&token), None).into_response(),
+        Err(err @ AppError::Invalid(_)) => (
+            err.status(),
+            view::settings(&ctx, &tokens, None, Some(&FormError::from_app(&err))),
+        )
+            .into_response(),
+        Err(err) => return Err(err),
+    })
+}
+
+pub async fn revoke_token(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    Path(id): Path<String>,
+) -> Result<Redirect, AppError> {
+    auth::revoke_token(&state.db, organizer.id, parse_id(&id)?).await?;
+    Ok(Redirect::to("/organizer/settings"))
+}
