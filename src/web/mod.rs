@@ -21,7 +21,7 @@ use axum::{
     routing::{get, post},
 };
 use sqlx::PgPool;
-use tower::ServiceBuilder;
+use tower::{ServiceBuilder, limit::GlobalConcurrencyLimitLayer};
 use tower_http::{
     compression::CompressionLayer,
     csrf::CsrfLayer,
@@ -217,7 +217,9 @@ pub fn app(state: AppState) -> Router {
                 // Overload: refuse at once with 503 rather than queue unboundedly.
                 .layer(HandleErrorLayer::new(overloaded))
                 .load_shed()
-                .concurrency_limit(limits.max_in_flight)
+                // Global: `Router::layer` applies a layer to each route, and a
+                // plain concurrency limit would then count per route.
+                .layer(GlobalConcurrencyLimitLayer::new(limits.max_in_flight))
                 .layer(TimeoutLayer::with_status_code(
                     StatusCode::SERVICE_UNAVAILABLE,
                     limits.request_timeout,

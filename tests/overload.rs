@@ -1,0 +1,131 @@
+//! Under overload Stampede answers 503 with Retry-After at once instead of
+//! queueing without bound.
+
+mod common;
+
+use std::{net::SocketAddr, time::Duration};
+
+use common::{TicketSpec, published_event};
+use serde_json::{Value, json};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use stampede::{AppState, web::Limits};
+use uuid::Uuid;
+
+async fn serve(state: AppState) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = stampede::app(state);
+    tokio::spawn(async move {
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .await
+            .unwrap();
+    });
+    addr
+}
+
+#[sqlx::test]
+async fn an_exhausted_database_pool_is_answered_503_with_retry_after(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let setup = common::pool(connect.clone(), 2).await;
+    let fixture = published_event(&setup, &[TicketSpec::new(10, 2, 2)]).await;
+    // A pool of one connection that waits at most 200 ms for it.
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_millis(200))
+        .connect_with(connect)
+        .await
+        .unwrap();
+    let addr = serve(AppState::new(pool.clone())).await;
+    let client = reqwest::Client::new();
+
+    // Hold the only connection, as a stalled transaction would.
+    let held = pool.acquire().await.unwrap();
+    let page = client
+        .get(format!("http://{addr}/events/{}", fixture.event_id))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 503);
+    assert_eq!(page.headers()["retry-after"], "1");
+    let order = client
+        .post(format!("http://{addr}/api/v1/orders"))
+        .json(&json!({
+            "ticket_type_id": fixture.ticket_type_id(),
+            "quantity": 1,
+            "email": "ada@example.org",
+            "idempotency_key": Uuid::new_v4().to_string(),
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(order.status(), 503);
+    assert_eq!(order.headers()["retry-after"], "1");
+    let body: Value = order.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "overloaded");
+    drop(held);
+
+    // With the connection back, the same purchase goes through.
+    let order = client
+        .post(format!("http://{addr}/api/v1/orders"))
+        .json(&json!({
+            "ticket_type_id": fixture.ticket_type_id(),
+            "quantity": 1,
+            "email": "ada@example.org",
+            "idempotency_key": Uuid::new_v4().to_string(),
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(order.status(), 201);
+    assert_eq!(common::order_count(&setup).await, 1);
+    common::assert_invariants(&setup).await;
+    pool.close().await;
+    setup.close().await;
+}
+
+#[sqlx::test]
+async fn requests_beyond_the_in_flight_limit_are_shed_at_once(pool: sqlx::PgPool) {
+    // One request at a time: the first holds its slot while it waits for the
+    // only database connection, which the test holds.
+    let limited = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
+    let limits = Limits {
+        max_in_flight: 1,
+        ..Limits::default()
+    };
+    let addr = serve(AppState::new(limited.clone()).with_limits(limits)).await;
+    let client = reqwest::Client::new();
+    let held = limited.acquire().await.unwrap();
+
+    let first = {
+        let client = client.clone();
+        tokio::spawn(async move { client.get(format!("http://{addr}/")).send().await.unwrap().status() })
+    };
+    // Probe with a static file, which needs no database and so never takes
+    // the slot for long: it is shed (503) once the first request holds it.
+    let mut shed = None;
+    for _ in 0..500 {
+        let response = client
+            .get(format!("http://{addr}/static/style.css"))
+            .send()
+            .await
+            .unwrap();
+        if response.status() == 503 {
+            shed = Some(response);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let shed = shed.expect("a second request is shed while the first holds the only slot");
+    assert_eq!(shed.headers()["retry-after"], "1");
+
+    drop(held);
+    assert_eq!(first.await.unwrap(), 200, "the first request completes once the database is free");
+    limited.close().await;
+}
