@@ -23,8 +23,8 @@ pub enum AppError {
     Unauthorized,
     #[error("{0}")]
     Forbidden(&'static str),
-    #[error("Too many attempts; wait a minute and try again.")]
-    TooManyRequests,
+    #[error("Too many attempts; wait {retry_after_secs} seconds and try again.")]
+    TooManyRequests { retry_after_secs: u64 },
     #[error("Sold out: there are no tickets of this type left.")]
     SoldOut,
     #[error("Only {remaining} left of this ticket type; choose fewer.")]
@@ -61,7 +61,7 @@ impl AppError {
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
-            Self::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
+            Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::SoldOut
             | Self::NotEnoughLeft { .. }
             | Self::OrderLimit { .. }
@@ -84,7 +84,7 @@ impl AppError {
             Self::NotFound => "not_found",
             Self::Unauthorized => "unauthorized",
             Self::Forbidden(_) => "forbidden",
-            Self::TooManyRequests => "rate_limited",
+            Self::TooManyRequests { .. } => "rate_limited",
             Self::SoldOut => "sold_out",
             Self::NotEnoughLeft { .. } => "not_enough_left",
             Self::OrderLimit { .. } | Self::BuyerLimit { .. } => "limit_exceeded",
@@ -130,8 +130,8 @@ impl AppError {
             Self::Overloaded => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
-            Self::TooManyRequests => {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
+            Self::TooManyRequests { retry_after_secs } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
             }
             Self::Unauthorized => {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

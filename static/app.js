@@ -36,25 +36,31 @@ window.addEventListener("pageshow", () => {
 });
 
 // Countdown to the sale opening; the server refuses early purchases anyway.
+// It counts against the server's clock (sent with the page), not the
+// buyer's, and reloads with a random delay of up to two seconds so that the
+// waiting crowd does not arrive in one burst. A reload that comes too early
+// gets a fresh countdown from the server, never a reload loop.
 const countdown = document.getElementById("countdown");
 if (countdown) {
-  const opensAt = Number(countdown.dataset.opensAt) * 1000;
-  const original = countdown.textContent;
+  const opensAt = Number(countdown.dataset.opensAt);
+  const skew = Number(countdown.dataset.serverNow) - Date.now();
+  const original = countdown.textContent.trim();
+  const pad = (n) => String(n).padStart(2, "0");
   const tick = () => {
-    const left = Math.max(0, Math.round((opensAt - Date.now()) / 1000));
-    if (left === 0) {
-      countdown.textContent = "The sale is open — reloading…";
-      window.location.reload();
+    const leftMs = opensAt - (Date.now() + skew);
+    if (leftMs <= 0) {
+      countdown.textContent = "The sale is open — loading the tickets…";
+      setTimeout(() => window.location.reload(), 250 + Math.random() * 1750);
       return;
     }
+    const left = Math.ceil(leftMs / 1000);
     const d = Math.floor(left / 86400);
     const h = Math.floor((left % 86400) / 3600);
     const m = Math.floor((left % 3600) / 60);
     const s = left % 60;
-    const parts = (d ? d + "d " : "") + String(h).padStart(2, "0") + ":" +
-      String(m).padStart(2, "0") + ":" + String(s).padStart(2, "0");
-    countdown.textContent = original.trim() + " Opens in " + parts + ".";
-    setTimeout(tick, 1000);
+    countdown.textContent = original + " Opens in " + (d ? d + "d " : "") +
+      pad(h) + ":" + pad(m) + ":" + pad(s) + ".";
+    setTimeout(tick, Math.min(1000, leftMs));
   };
-  tick();
+  if (Number.isFinite(opensAt) && Number.isFinite(skew)) tick();
 }

@@ -43,7 +43,12 @@ async fn buy_api(client: &reqwest::Client, base: &str, body: Value) -> Answer {
     }
 }
 
-async fn buy_form(client: &reqwest::Client, base: &str, event_id: Uuid, fields: &[(&str, String)]) -> Answer {
+async fn buy_form(
+    client: &reqwest::Client,
+    base: &str,
+    event_id: Uuid,
+    fields: &[(&str, String)],
+) -> Answer {
     let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let response = client
         .post(format!("{base}/events/{event_id}/orders"))

@@ -16,9 +16,12 @@ async fn serve(state: AppState) -> SocketAddr {
     let addr = listener.local_addr().unwrap();
     let app = stampede::app(state);
     tokio::spawn(async move {
-        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .await
-            .unwrap();
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
     });
     addr
 }
@@ -105,7 +108,14 @@ async fn requests_beyond_the_in_flight_limit_are_shed_at_once(pool: sqlx::PgPool
 
     let first = {
         let client = client.clone();
-        tokio::spawn(async move { client.get(format!("http://{addr}/")).send().await.unwrap().status() })
+        tokio::spawn(async move {
+            client
+                .get(format!("http://{addr}/"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
     };
     // Probe with a static file, which needs no database and so never takes
     // the slot for long: it is shed (503) once the first request holds it.
@@ -126,6 +136,10 @@ async fn requests_beyond_the_in_flight_limit_are_shed_at_once(pool: sqlx::PgPool
     assert_eq!(shed.headers()["retry-after"], "1");
 
     drop(held);
-    assert_eq!(first.await.unwrap(), 200, "the first request completes once the database is free");
+    assert_eq!(
+        first.await.unwrap(),
+        200,
+        "the first request completes once the database is free"
+    );
     limited.close().await;
 }

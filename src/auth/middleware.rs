@@ -45,7 +45,11 @@ pub async fn require_session(
 }
 
 /// API: `Authorization: Bearer <token>`, or 401.
-pub async fn require_token(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+pub async fn require_token(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let token = request
         .headers()
         .get(header::AUTHORIZATION)

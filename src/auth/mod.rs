@@ -36,11 +36,17 @@ impl NewPassword {
         if chars < Self::MIN_CHARS {
             return Err(InvalidField::new(
                 "password",
-                format!("Use at least {} characters for your password.", Self::MIN_CHARS),
+                format!(
+                    "Use at least {} characters for your password.",
+                    Self::MIN_CHARS
+                ),
             ));
         }
         if chars > 1024 {
-            return Err(InvalidField::new("password", "That password is longer than 1,024 characters."));
+            return Err(InvalidField::new(
+                "password",
+                "That password is longer than 1,024 characters.",
+            ));
         }
         Ok(Self(raw.to_owned()))
     }
@@ -71,7 +77,11 @@ async fn verify_password(password: String, hash: String) -> Result<bool, AppErro
 static DUMMY_HASH: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| password_auth::generate_hash("stampede-no-such-account"));
 
-pub async fn sign_up(db: &PgPool, email: &Email, password: NewPassword) -> Result<CurrentOrganizer, AppError> {
+pub async fn sign_up(
+    db: &PgPool,
+    email: &Email,
+    password: NewPassword,
+) -> Result<CurrentOrganizer, AppError> {
     let hash = hash_password(password).await?;
     let id = sqlx::query_scalar!(
         "INSERT INTO organizers (email, password_hash) VALUES ($1, $2)
@@ -95,7 +105,11 @@ pub async fn sign_up(db: &PgPool, email: &Email, password: NewPassword) -> Resul
 }
 
 /// The organizer whose email and password these are, or `None`.
-pub async fn log_in(db: &PgPool, email: &Email, password: &str) -> Result<Option<CurrentOrganizer>, AppError> {
+pub async fn log_in(
+    db: &PgPool,
+    email: &Email,
+    password: &str,
+) -> Result<Option<CurrentOrganizer>, AppError> {
     let row = sqlx::query!(
         "SELECT id, email, password_hash FROM organizers WHERE email = $1",
         email.as_str()
@@ -106,15 +120,20 @@ pub async fn log_in(db: &PgPool, email: &Email, password: &str) -> Result<Option
         .as_ref()
         .map_or_else(|| DUMMY_HASH.clone(), |r| r.password_hash.clone());
     let matches = verify_password(password.to_owned(), hash).await?;
-    Ok(row.filter(|_| matches).map(|r| CurrentOrganizer { id: r.id, email: r.email }))
+    Ok(row.filter(|_| matches).map(|r| CurrentOrganizer {
+        id: r.id,
+        email: r.email,
+    }))
 }
 
 pub async fn find_organizer(db: &PgPool, id: Uuid) -> Result<Option<CurrentOrganizer>, AppError> {
-    Ok(
-        sqlx::query_as!(CurrentOrganizer, "SELECT id, email FROM organizers WHERE id = $1", id)
-            .fetch_optional(db)
-            .await?,
+    Ok(sqlx::query_as!(
+        CurrentOrganizer,
+        "SELECT id, email FROM organizers WHERE id = $1",
+        id
     )
+    .fetch_optional(db)
+    .await?)
 }
 
 #[derive(Debug, Clone)]
@@ -144,7 +163,10 @@ pub async fn create_token(db: &PgPool, organizer_id: Uuid, name: &str) -> Result
     let mut secret = [0_u8; 32];
     rand::rng().fill_bytes(&mut secret);
     use base64::Engine as _;
-    let token = format!("stp_{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret));
+    let token = format!(
+        "stp_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret)
+    );
     let prefix: String = token.chars().take(10).collect();
     sqlx::query!(
         "INSERT INTO api_tokens (organizer_id, name, token_hash, prefix) VALUES ($1, $2, $3, $4)",
@@ -186,7 +208,10 @@ pub async fn revoke_token(db: &PgPool, organizer_id: Uuid, token_id: Uuid) -> Re
 }
 
 /// The organizer a live (unrevoked) token belongs to.
-pub async fn authenticate_token(db: &PgPool, token: &str) -> Result<Option<CurrentOrganizer>, AppError> {
+pub async fn authenticate_token(
+    db: &PgPool,
+    token: &str,
+) -> Result<Option<CurrentOrganizer>, AppError> {
     Ok(sqlx::query_as!(
         CurrentOrganizer,
         "WITH used AS (

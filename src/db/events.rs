@@ -137,7 +137,12 @@ async fn insert_ticket_type(
 /// Replace an event's details and ticket types. A capacity change moves
 /// `remaining` by the same amount in the same statement, so it cannot race a
 /// sale; lowering it below what is sold is refused.
-pub async fn update(db: &PgPool, organizer_id: Uuid, event_id: Uuid, new: &NewEvent) -> Result<(), AppError> {
+pub async fn update(
+    db: &PgPool,
+    organizer_id: Uuid,
+    event_id: Uuid,
+    new: &NewEvent,
+) -> Result<(), AppError> {
     let mut tx = db.begin().await?;
     let updated = sqlx::query!(
         "UPDATE events SET title = $3, description = $4, venue = $5, starts_at = $6,
@@ -206,7 +211,12 @@ pub async fn update(db: &PgPool, organizer_id: Uuid, event_id: Uuid, new: &NewEv
 }
 
 /// Publish or unpublish; cancelling is `sale::cancel_event`.
-pub async fn set_status(db: &PgPool, organizer_id: Uuid, event_id: Uuid, status: EventStatus) -> Result<(), AppError> {
+pub async fn set_status(
+    db: &PgPool,
+    organizer_id: Uuid,
+    event_id: Uuid,
+    status: EventStatus,
+) -> Result<(), AppError> {
     let updated = sqlx::query!(
         "UPDATE events SET status = $3, updated_at = now()
          WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'",
@@ -249,7 +259,11 @@ pub async fn find(db: &PgPool, event_id: Uuid) -> Result<Option<EventDetail>, Ap
 }
 
 /// An event of this organizer's; any other organizer's is "not found".
-pub async fn find_owned(db: &PgPool, organizer_id: Uuid, event_id: Uuid) -> Result<EventDetail, AppError> {
+pub async fn find_owned(
+    db: &PgPool,
+    organizer_id: Uuid,
+    event_id: Uuid,
+) -> Result<EventDetail, AppError> {
     let owner = sqlx::query_scalar!("SELECT organizer_id FROM events WHERE id = $1", event_id)
         .fetch_optional(db)
         .await?
@@ -274,7 +288,10 @@ pub async fn list_published(db: &PgPool) -> Result<Vec<EventSummary>, AppError> 
 }
 
 /// One organizer's events, whatever their status.
-pub async fn list_for_organizer(db: &PgPool, organizer_id: Uuid) -> Result<Vec<EventSummary>, AppError> {
+pub async fn list_for_organizer(
+    db: &PgPool,
+    organizer_id: Uuid,
+) -> Result<Vec<EventSummary>, AppError> {
     list(db, Some(organizer_id)).await
 }
 

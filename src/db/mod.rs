@@ -1,4 +1,5 @@
 //! Queries that are not the sale: events, ticket types, order pages.
 
+pub mod dashboard;
 pub mod events;
 pub mod orders;

@@ -335,7 +335,11 @@ async fn precheck(
 ///    `remaining`. No purchase can succeed any more, so this is final; it
 ///    is safe to repeat, and calling this again finishes an interrupted run.
 #[tracing::instrument(skip(db))]
-pub async fn cancel_event(db: &PgPool, organizer_id: Uuid, event_id: Uuid) -> Result<u64, AppError> {
+pub async fn cancel_event(
+    db: &PgPool,
+    organizer_id: Uuid,
+    event_id: Uuid,
+) -> Result<u64, AppError> {
     db::events::find_owned(db, organizer_id, event_id).await?;
 
     let mut tx = db.begin().await?;

@@ -30,14 +30,17 @@ pub struct NextQuery {
 }
 
 /// Only paths inside the organizer area, so that `next` cannot send a
-/// freshly logged-in organizer to another site.
+/// freshly logged-in organizer to another site or climb out with `..`.
 fn safe_next(next: &str) -> &str {
     let inside = next == "/organizer" || next.starts_with("/organizer/");
-    if inside && !next.contains("//") && !next.contains('\\') {
-        next
-    } else {
-        "/organizer"
-    }
+    let plain = next
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'_' | b'.'))
+        && next
+            .split('/')
+            .skip(1)
+            .all(|segment| !matches!(segment, "" | "." | ".."));
+    if inside && plain { next } else { "/organizer" }
 }
 
 pub async fn sign_up_form(ctx: PageContext) -> Markup {
@@ -164,4 +167,32 @@ pub async fn revoke_token(
 ) -> Result<Redirect, AppError> {
     auth::revoke_token(&state.db, organizer.id, parse_id(&id)?).await?;
     Ok(Redirect::to("/organizer/settings"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_next;
+
+    #[test]
+    fn next_stays_inside_the_organizer_area() {
+        for ok in [
+            "/organizer",
+            "/organizer/events/1/orders.csv",
+            "/organizer/settings",
+        ] {
+            assert_eq!(safe_next(ok), ok);
+        }
+        for bad in [
+            "https://evil.example/organizer",
+            "//evil.example",
+            "/organizer/../logout",
+            "/organizer/./x",
+            "/organizer//x",
+            "/organizer/%2e%2e/x",
+            "/organizerx",
+            "",
+        ] {
+            assert_eq!(safe_next(bad), "/organizer", "{bad}");
+        }
+    }
 }

@@ -31,7 +31,11 @@ impl<S: Send + Sync> FromRequestParts<S> for CsrfToken {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(parts.extensions.get::<CsrfToken>().cloned().unwrap_or_default())
+        Ok(parts
+            .extensions
+            .get::<CsrfToken>()
+            .cloned()
+            .unwrap_or_default())
     }
 }
 
@@ -45,7 +49,12 @@ fn cookie_token(parts: &Parts) -> Option<String> {
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(name, _)| *name == COOKIE)
         .map(|(_, value)| value.to_owned())
-        .filter(|value| value.len() == 43 && value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+        .filter(|value| {
+            value.len() == 43
+                && value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
 }
 
 fn fresh_token() -> String {
@@ -57,13 +66,18 @@ fn fresh_token() -> String {
 
 /// Comparison whose time does not depend on where the strings differ.
 fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0_u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0_u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
 }
 
 pub async fn protect(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
     let path = parts.uri.path();
-    let is_page = !(path.starts_with("/api/") || path.starts_with("/static/") || path == "/healthz");
+    let is_page =
+        !(path.starts_with("/api/") || path.starts_with("/static/") || path == "/healthz");
     let existing = cookie_token(&parts);
     let unsafe_method = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
 
@@ -75,7 +89,8 @@ pub async fn protect(State(state): State<AppState>, request: Request, next: Next
         let submitted = form_urlencoded::parse(&bytes)
             .find(|(name, _)| name == FIELD)
             .map(|(_, value)| value.into_owned());
-        let valid = matches!((&existing, &submitted), (Some(cookie), Some(field)) if same(cookie, field));
+        let valid =
+            matches!((&existing, &submitted), (Some(cookie), Some(field)) if same(cookie, field));
         if !valid {
             tracing::warn!(path = %parts.uri.path(), "refused a form post without a valid CSRF token");
             return AppError::Forbidden(

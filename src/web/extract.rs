@@ -118,14 +118,20 @@ pub struct PageContext {
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PageContext {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
         Ok(Self {
             csrf: parts
                 .extensions
                 .get::<super::csrf::CsrfToken>()
                 .map(|t| t.0.clone())
                 .unwrap_or_default(),
-            organizer: parts.extensions.get::<crate::auth::CurrentOrganizer>().cloned(),
+            organizer: parts
+                .extensions
+                .get::<crate::auth::CurrentOrganizer>()
+                .cloned(),
         })
     }
 }

@@ -4,6 +4,7 @@ mod account;
 mod api;
 mod assets;
 pub mod csrf;
+mod dashboard;
 mod extract;
 mod organizer;
 mod pages;
@@ -114,24 +115,20 @@ pub fn app(state: AppState) -> Router {
         .route("/orders/{id}", get(pages::order))
         .route("/orders/{id}/cancel", post(pages::cancel));
 
-    // Log-in attempts are limited per client address (peer address; no
-    // proxy header is trusted).
-    let login_limit = tower_governor::governor::GovernorConfigBuilder::default()
-        .period(limits.login_period)
-        .burst_size(limits.login_burst)
-        .finish()
-        .map(|config| {
-            tower_governor::GovernorLayer::new(config).error_handler(|_| AppError::TooManyRequests.into_response())
-        });
-    let mut login = Router::new().route("/login", post(account::log_in));
-    if let Some(layer) = login_limit {
-        login = login.layer(layer);
-    }
+    // Log-in and sign-up attempts (each runs the deliberately slow password
+    // hash) are limited per client address: the peer address, since no
+    // proxy header is trusted. Each route gets its own budget.
+    let limited = |router: Router<AppState>| rate_limited(router, limits);
     let account = Router::new()
-        .route("/signup", get(account::sign_up_form).post(account::sign_up))
+        .route("/signup", get(account::sign_up_form))
         .route("/login", get(account::log_in_form))
         .route("/logout", post(account::log_out))
-        .merge(login);
+        .merge(limited(
+            Router::new().route("/login", post(account::log_in)),
+        ))
+        .merge(limited(
+            Router::new().route("/signup", post(account::sign_up)),
+        ));
 
     // Every organizer page lives under /organizer and every organizer API
     // route under /api/v1/organizer; these two layers protect all of them.
@@ -139,18 +136,40 @@ pub fn app(state: AppState) -> Router {
         .route("/organizer", get(organizer::index))
         .route("/organizer/events", post(organizer::create))
         .route("/organizer/events/new", get(organizer::new_form))
-        .route("/organizer/events/{id}", get(organizer::edit_form))
-        .route("/organizer/events/{id}/edit", get(organizer::edit_form).post(organizer::update))
+        .route("/organizer/events/{id}", get(dashboard::show))
+        .route(
+            "/organizer/events/{id}/orders.csv",
+            get(dashboard::orders_csv),
+        )
+        .route(
+            "/organizer/events/{id}/edit",
+            get(organizer::edit_form).post(organizer::update),
+        )
         .route("/organizer/events/{id}/publish", post(organizer::publish))
-        .route("/organizer/events/{id}/unpublish", post(organizer::unpublish))
+        .route(
+            "/organizer/events/{id}/unpublish",
+            post(organizer::unpublish),
+        )
         .route("/organizer/events/{id}/cancel", post(organizer::cancel))
         .route("/organizer/settings", get(account::settings))
         .route("/organizer/settings/tokens", post(account::create_token))
-        .route("/organizer/settings/tokens/{id}/revoke", post(account::revoke_token))
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth::middleware::require_session));
+        .route(
+            "/organizer/settings/tokens/{id}/revoke",
+            post(account::revoke_token),
+        )
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::middleware::require_session,
+        ));
     let organizer_api = Router::new()
-        .route("/api/v1/organizer/events", post(api::create_event).get(api::list_own_events))
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth::middleware::require_token));
+        .route(
+            "/api/v1/organizer/events",
+            post(api::create_event).get(api::list_own_events),
+        )
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::middleware::require_token,
+        ));
     let api = Router::new()
         .route("/api/v1/events", get(api::list_events))
         .route("/api/v1/events/{id}", get(api::get_event))
@@ -226,6 +245,29 @@ pub fn app(state: AppState) -> Router {
                 ))
                 .layer(CsrfLayer::new()),
         )
+}
+
+/// A per-client-address limit on a router's routes: `login_burst` at once,
+/// then one per `login_period`; refusals say how long to wait.
+fn rate_limited(router: Router<AppState>, limits: Limits) -> Router<AppState> {
+    let config = tower_governor::governor::GovernorConfigBuilder::default()
+        .period(limits.login_period)
+        .burst_size(limits.login_burst)
+        .finish();
+    let Some(config) = config else {
+        return router;
+    };
+    router.layer(
+        tower_governor::GovernorLayer::new(config).error_handler(|err| {
+            let retry_after_secs = match err {
+                tower_governor::GovernorError::TooManyRequests { wait_time, .. } => {
+                    wait_time.max(1)
+                }
+                _ => 1,
+            };
+            AppError::TooManyRequests { retry_after_secs }.into_response()
+        }),
+    )
 }
 
 async fn overloaded(_: tower::BoxError) -> Response {

@@ -101,7 +101,9 @@ pub async fn update(
         Err(invalid) => Err(invalid.into()),
     };
     match result {
-        Ok(()) => Ok(Redirect::to(&format!("/organizer/events/{}", detail.event.id)).into_response()),
+        Ok(()) => {
+            Ok(Redirect::to(&format!("/organizer/events/{}", detail.event.id)).into_response())
+        }
         Err(err) => refill(
             &ctx,
             Some((detail.event.id, detail.event.sale_state(state.clock.now()))),

@@ -158,7 +158,9 @@ fn form_urlencoded_pairs(fields: &[(&str, &str)]) -> String {
 fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             b' ' => "+".to_owned(),
             _ => format!("%{b:02X}"),
         })
@@ -354,7 +356,9 @@ impl TestApp {
             .fetch_one(&pool)
             .await
             .unwrap();
-        let api_token = stampede::auth::create_token(&pool, id, "tests").await.unwrap();
+        let api_token = stampede::auth::create_token(&pool, id, "tests")
+            .await
+            .unwrap();
         Organizer {
             id,
             client,

@@ -62,7 +62,12 @@ pub fn log_in(ctx: &PageContext, form: &Credentials) -> Markup {
     )
 }
 
-pub fn settings(ctx: &PageContext, tokens: &[ApiToken], new_token: Option<&str>, error: Option<&FormError>) -> Markup {
+pub fn settings(
+    ctx: &PageContext,
+    tokens: &[ApiToken],
+    new_token: Option<&str>,
+    error: Option<&FormError>,
+) -> Markup {
     layout(
         ctx,
         "Settings",

@@ -48,7 +48,12 @@ pub struct BuyForm {
     pub error: Option<FormError>,
 }
 
-pub fn page(ctx: &PageContext, detail: &EventDetail, now: OffsetDateTime, form: &BuyForm) -> Markup {
+pub fn page(
+    ctx: &PageContext,
+    detail: &EventDetail,
+    now: OffsetDateTime,
+    form: &BuyForm,
+) -> Markup {
     let event = &detail.event;
     let state = event.sale_state(now);
     layout(
@@ -74,7 +79,11 @@ pub fn page(ctx: &PageContext, detail: &EventDetail, now: OffsetDateTime, form: 
                     SaleState::Draft => p.notice { "This event is not published." },
                     SaleState::NotOpenYet => {
                         (error_notice(form.error.as_ref()))
-                        p.notice #countdown data-opens-at=(event.sale_opens_at.unix_timestamp()) {
+                        // Millisecond times from the server's clock, so the
+                        // script counts down against it, not the buyer's.
+                        p.notice #countdown
+                            data-opens-at=(event.sale_opens_at.unix_timestamp_nanos() / 1_000_000)
+                            data-server-now=(now.unix_timestamp_nanos() / 1_000_000) {
                             "The sale opens " (format_time(event.sale_opens_at)) "."
                         }
                     },

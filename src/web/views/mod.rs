@@ -2,6 +2,7 @@
 //! `PreEscaped`.
 
 pub mod account;
+pub mod dashboard;
 pub mod events;
 pub mod orders;
 pub mod organizer;

@@ -49,14 +49,14 @@ pub fn page(ctx: &PageContext, order: &OrderPage, tickets: &[Ticket]) -> Markup 
                                     br;
                                     (order.ticket_type_name)
                                     br;
-                                    code.ticket-code { (ticket.code) }
+                                    code.ticket-code { (grouped(&ticket.code)) }
                                 }
                             }
                         }
                     }
                     form method="post" action={ "/orders/" (order.id) "/cancel" } data-once data-confirm="Cancel this order and release its tickets?" {
                         (csrf_field(ctx))
-                        button.danger type="submit" { "Cancel order" }
+                        button.secondary type="submit" { "Cancel this order" }
                     }
                 }
             }
@@ -84,4 +84,13 @@ fn qr_data_uri(code: &str) -> String {
         // A ticket code always fits in a QR code; show the text code alone if not.
         Err(_) => String::new(),
     }
+}
+
+/// "ABCD EFGH …": easier to read out at the door than 32 characters in a row.
+fn grouped(code: &str) -> String {
+    code.as_bytes()
+        .chunks(4)
+        .map(|chunk| String::from_utf8_lossy(chunk).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
 }

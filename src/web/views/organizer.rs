@@ -52,7 +52,10 @@ pub fn form(ctx: &PageContext, form: &EventForm<'_>) -> Markup {
     let error = form.error.as_ref();
     let input = form.input;
     let (title, action) = match form.event {
-        Some((id, _)) => ("Edit event".to_owned(), format!("/organizer/events/{id}")),
+        Some((id, _)) => (
+            "Edit event".to_owned(),
+            format!("/organizer/events/{id}/edit"),
+        ),
         None => ("New event".to_owned(), "/organizer/events".to_owned()),
     };
     let mut rows: Vec<TicketTypeInput> = input.ticket_types.clone();
@@ -64,7 +67,7 @@ pub fn form(ctx: &PageContext, form: &EventForm<'_>) -> Markup {
     rows.extend(std::iter::repeat_with(TicketTypeInput::default).take(blanks));
     let body = html! {
         h1 { (title) }
-        @if let Some((id, state)) = form.event { (status_bar(ctx, id, state)) }
+        @if let Some((id, state)) = form.event { (status_bar(ctx, id, state, EventPage::Edit)) }
         form.card.event-form method="post" action=(action) data-once {
             (csrf_field(ctx))
             (error_notice(error))
@@ -148,30 +151,56 @@ fn ticket_type_row(i: usize, row: &TicketTypeInput, error: Option<&FormError>) -
     }
 }
 
-fn status_bar(ctx: &PageContext, id: Uuid, state: SaleState) -> Markup {
+/// The organizer page an event's status bar sits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventPage {
+    Dashboard,
+    Edit,
+}
+
+/// The event's status and what can be done with it: publish or unpublish,
+/// edit (or back to the dashboard), cancel. A cancelled event is final.
+pub fn status_bar(ctx: &PageContext, id: Uuid, state: SaleState, page: EventPage) -> Markup {
+    let cancelled = state == SaleState::Cancelled;
     html! {
         div.status-bar.card {
             p {
                 "Status: "
                 @match state {
                     SaleState::Draft => { strong { "draft" } " — buyers cannot see it." },
-                    SaleState::Cancelled => { strong { "cancelled" } },
+                    SaleState::Cancelled => { strong { "cancelled" } " — sales stopped and every order was cancelled." },
                     SaleState::NotOpenYet => { strong { "published" } " — the sale has not opened yet." },
                     SaleState::Open => { strong { "published" } " — on sale now." },
                     SaleState::Closed => { strong { "published" } " — the sale has closed." },
                 }
-                " " a href={ "/events/" (id) } { "View public page" }
+                @if state != SaleState::Draft {
+                    " " a href={ "/events/" (id) } { "View public page" }
+                }
             }
-            @match state {
-                SaleState::Draft => form method="post" action={ "/organizer/events/" (id) "/publish" } data-once {
-                    (csrf_field(ctx))
-                    button type="submit" { "Publish" }
-                },
-                SaleState::Cancelled => {},
-                _ => form method="post" action={ "/organizer/events/" (id) "/unpublish" } data-once {
-                    (csrf_field(ctx))
-                    button.secondary type="submit" { "Unpublish" }
-                },
+            div.actions {
+                @match page {
+                    EventPage::Dashboard if !cancelled => a.button.secondary href={ "/organizer/events/" (id) "/edit" } { "Edit event" },
+                    EventPage::Edit => a.button.secondary href={ "/organizer/events/" (id) } { "Dashboard" },
+                    EventPage::Dashboard => {},
+                }
+                @match state {
+                    SaleState::Draft => form method="post" action={ "/organizer/events/" (id) "/publish" } data-once {
+                        (csrf_field(ctx))
+                        button type="submit" { "Publish" }
+                    },
+                    SaleState::Cancelled => {},
+                    _ => form method="post" action={ "/organizer/events/" (id) "/unpublish" } data-once {
+                        (csrf_field(ctx))
+                        button.secondary type="submit" { "Unpublish" }
+                    },
+                }
+                @if !cancelled {
+                    form method="post" action={ "/organizer/events/" (id) "/cancel" } data-once
+                        data-confirm="Cancel this event? Sales stop, every order is cancelled and its tickets are released. This cannot be undone." {
+                        (csrf_field(ctx))
+                        button.danger type="submit" { "Cancel event" }
+                    }
+                }
             }
         }
     }
