@@ -24,13 +24,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::TestApp;
+use common::{TestApp, form_time, order_status, remaining, ticket_codes};
 use fantoccini::{Client, ClientBuilder, Locator, elements::Element};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use stampede::clock::Clock as _;
-use time::{Duration as Span, OffsetDateTime, macros::format_description, macros::time};
+use time::{Duration as Span, macros::time};
 use uuid::Uuid;
 
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -86,8 +86,8 @@ async fn an_organizer_sells_out_an_event_to_buyers_in_a_real_browser(pool: PgPoo
     .await;
     // Typing into a datetime-local input depends on the browser's locale;
     // its value is the same everywhere.
-    set_value(&organizer, "#starts_at", &datetime_local(starts_at)).await;
-    set_value(&organizer, "#sale_opens_at", &datetime_local(sale_opens_at)).await;
+    set_value(&organizer, "#starts_at", &form_time(starts_at)).await;
+    set_value(&organizer, "#sale_opens_at", &form_time(sale_opens_at)).await;
     type_into(&organizer, "#tt-name-0", "Standing").await;
     type_into(&organizer, "#tt-price-0", "25.00").await;
     type_into(&organizer, "#tt-capacity-0", "3").await;
@@ -514,12 +514,7 @@ async fn check_tickets(c: &Client, pool: &PgPool, order_id: Uuid, quantity: usiz
         .iter()
         .map(|code| code.replace(' ', ""))
         .collect();
-    let stored: Vec<String> =
-        sqlx::query_scalar("SELECT code FROM tickets WHERE order_id = $1 ORDER BY position")
-            .bind(order_id)
-            .fetch_all(pool)
-            .await
-            .unwrap();
+    let stored = ticket_codes(pool, order_id).await;
     assert_eq!(
         shown, stored,
         "the page shows the order's tickets, in order"
@@ -534,31 +529,10 @@ async fn check_tickets(c: &Client, pool: &PgPool, order_id: Uuid, quantity: usiz
     stored
 }
 
-async fn order_status(pool: &PgPool, order_id: Uuid) -> String {
-    sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
-        .bind(order_id)
-        .fetch_one(pool)
-        .await
-        .unwrap()
-}
-
-async fn remaining(pool: &PgPool, ticket_type: Uuid) -> i32 {
-    sqlx::query_scalar("SELECT remaining FROM ticket_types WHERE id = $1")
-        .bind(ticket_type)
-        .fetch_one(pool)
-        .await
-        .unwrap()
-}
-
 async fn ticket_count(pool: &PgPool) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM tickets")
         .fetch_one(pool)
         .await
-        .unwrap()
-}
-
-fn datetime_local(t: OffsetDateTime) -> String {
-    t.format(format_description!("[year]-[month]-[day]T[hour]:[minute]"))
         .unwrap()
 }
 

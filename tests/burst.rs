@@ -10,7 +10,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{TestApp, TicketSpec, assert_invariants, confirmed_order_ids, published_event, sold};
+use common::{
+    TestApp, TicketSpec, assert_invariants, confirmed_order_ids, database_url, published_event,
+    sold,
+};
 use futures::{StreamExt, stream};
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -209,16 +212,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn database_url(connect: &PgConnectOptions) -> String {
-    format!(
-        "postgres://{}@{}:{}/{}",
-        connect.get_username(),
-        connect.get_host(),
-        connect.get_port(),
-        connect.get_database().expect("sqlx::test names a database")
-    )
 }
 
 #[sqlx::test]

@@ -4,7 +4,7 @@ mod common;
 // the searchable and paginated order list, the CSV export and the sales
 // chart, each checked against the tables.
 
-use common::{Organizer, TestApp};
+use common::{Organizer, TestApp, capacity_and_remaining, form_time, location};
 use reqwest::StatusCode;
 use sqlx::PgPool;
 use stampede::{
@@ -12,9 +12,7 @@ use stampede::{
     sale::{self, PurchaseRequest},
 };
 use time::{
-    Duration as Span, OffsetDateTime,
-    format_description::well_known::Rfc3339,
-    macros::{datetime, format_description},
+    Duration as Span, OffsetDateTime, format_description::well_known::Rfc3339, macros::datetime,
 };
 use uuid::Uuid;
 
@@ -25,11 +23,6 @@ use uuid::Uuid;
 /// A ticket type row of the organizer form: name, price, currency, capacity,
 /// max per order (and per buyer).
 type Row<'a> = (&'a str, &'a str, &'a str, i32, i32);
-
-fn form_time(t: OffsetDateTime) -> String {
-    t.format(format_description!("[year]-[month]-[day]T[hour]:[minute]"))
-        .unwrap()
-}
 
 /// Create a published, on-sale event through the organizer's form and
 /// return its id and its ticket types' ids in form order.
@@ -107,15 +100,6 @@ async fn set_created_at(pool: &PgPool, order_id: Uuid, at: OffsetDateTime) {
         .unwrap();
 }
 
-fn location(resp: &reqwest::Response) -> String {
-    resp.headers()
-        .get("location")
-        .expect("a Location header")
-        .to_str()
-        .unwrap()
-        .to_owned()
-}
-
 async fn page(org: &Organizer, path: &str) -> String {
     let resp = org.get(path).await;
     assert_eq!(resp.status(), StatusCode::OK, "GET {path}");
@@ -160,12 +144,7 @@ fn order_ids(html: &str) -> Vec<Uuid> {
 
 /// What the sales table should say for a ticket type, from the tables.
 async fn expected_sales(pool: &PgPool, ticket_type_id: Uuid) -> (i64, i32, i32, String) {
-    let (capacity, remaining): (i32, i32) =
-        sqlx::query_as("SELECT capacity, remaining FROM ticket_types WHERE id = $1")
-            .bind(ticket_type_id)
-            .fetch_one(pool)
-            .await
-            .unwrap();
+    let (capacity, remaining) = capacity_and_remaining(pool, ticket_type_id).await;
     let revenue: Vec<(String, i64)> = sqlx::query_as(
         "SELECT currency, SUM(quantity * unit_price_minor)::int8 FROM orders
          WHERE ticket_type_id = $1 AND status = 'confirmed' GROUP BY currency ORDER BY currency",

@@ -5,16 +5,15 @@ mod common;
 // directly after each request.
 
 use common::{
-    Fixture, Organizer, TestApp, TicketSpec, assert_invariants, event_with_window, order_count,
-    published_event,
+    TestApp, TicketSpec, api_buy, assert_invariants, capacity_and_remaining, event_status,
+    event_with_window, form_time, location, order_count, order_status,
+    organizer::{api_create_event, opened, owned_event, owned_published_event},
+    published_event, remaining,
 };
 use reqwest::{Method, Response, StatusCode};
 use serde_json::{Value, json};
 use sqlx::PgPool;
-use time::{
-    Duration as Span, OffsetDateTime, format_description::well_known::Rfc3339,
-    macros::format_description,
-};
+use time::{Duration as Span, OffsetDateTime, macros::format_description};
 use uuid::Uuid;
 
 // ---------------------------------------------------------------------------
@@ -60,87 +59,6 @@ async fn post_empty(app: &TestApp, path: &str) -> Response {
 /// A button-only page form (cancel, publish, ...): just the CSRF field.
 async fn post_button(app: &TestApp, path: &str) -> Response {
     post_form(app, path, &[]).await
-}
-
-/// `POST /api/v1/organizer/events` with this organizer's bearer token.
-async fn api_create_event(org: &Organizer, body: &Value) -> Response {
-    org.api(Method::POST, "/api/v1/organizer/events")
-        .json(body)
-        .send()
-        .await
-        .unwrap()
-}
-
-/// An event owned by `org`, created through its API token and shaped like
-/// the fixtures of `common` ("Test concert" at "Test hall", ticket types
-/// "General admission {i}" at 25.00 EUR).
-async fn owned_event(
-    org: &Organizer,
-    opens: OffsetDateTime,
-    status: &str,
-    specs: &[TicketSpec],
-) -> Fixture {
-    let rfc = |t: OffsetDateTime| t.format(&Rfc3339).unwrap();
-    let ticket_types: Vec<Value> = specs
-        .iter()
-        .enumerate()
-        .map(|(i, spec)| {
-            json!({
-                "name": format!("{} {i}", spec.name),
-                "price_minor": spec.price_minor,
-                "currency": "EUR",
-                "capacity": spec.capacity,
-                "max_per_order": spec.max_per_order,
-                "max_per_buyer": spec.max_per_buyer,
-            })
-        })
-        .collect();
-    let resp = api_create_event(
-        org,
-        &json!({
-            "title": "Test concert",
-            "venue": "Test hall",
-            "description": "A test event",
-            "starts_at": rfc(opens + Span::days(30)),
-            "sale_opens_at": rfc(opens),
-            "status": status,
-            "ticket_types": ticket_types,
-        }),
-    )
-    .await;
-    assert_eq!(resp.status(), StatusCode::CREATED);
-    let body: Value = resp.json().await.unwrap();
-    let id = |v: &Value| Uuid::parse_str(v.as_str().unwrap()).unwrap();
-    Fixture {
-        organizer_id: org.id,
-        event_id: id(&body["id"]),
-        ticket_type_ids: body["ticket_types"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| id(&t["id"]))
-            .collect(),
-    }
-}
-
-/// A published event of `org`'s whose sale opened an hour ago.
-async fn owned_published_event(org: &Organizer, specs: &[TicketSpec]) -> Fixture {
-    owned_event(
-        org,
-        OffsetDateTime::now_utc() - Span::hours(1),
-        "published",
-        specs,
-    )
-    .await
-}
-
-fn location(resp: &Response) -> String {
-    resp.headers()
-        .get("location")
-        .unwrap_or_else(|| panic!("no Location header on a {} response", resp.status()))
-        .to_str()
-        .unwrap()
-        .to_owned()
 }
 
 /// The order id out of a `303 See Other` to `/orders/{id}`.
@@ -193,30 +111,6 @@ async fn assert_api_error(
     body
 }
 
-async fn remaining(pool: &PgPool, ticket_type_id: Uuid) -> i32 {
-    sqlx::query_scalar("SELECT remaining FROM ticket_types WHERE id = $1")
-        .bind(ticket_type_id)
-        .fetch_one(pool)
-        .await
-        .unwrap()
-}
-
-async fn capacity_and_remaining(pool: &PgPool, ticket_type_id: Uuid) -> (i32, i32) {
-    sqlx::query_as("SELECT capacity, remaining FROM ticket_types WHERE id = $1")
-        .bind(ticket_type_id)
-        .fetch_one(pool)
-        .await
-        .unwrap()
-}
-
-async fn order_status(pool: &PgPool, order_id: Uuid) -> String {
-    sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
-        .bind(order_id)
-        .fetch_one(pool)
-        .await
-        .unwrap()
-}
-
 async fn event_count(pool: &PgPool) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM events")
         .fetch_one(pool)
@@ -231,14 +125,6 @@ async fn ticket_type_count(pool: &PgPool) -> i64 {
         .unwrap()
 }
 
-async fn event_status(pool: &PgPool, event_id: Uuid) -> String {
-    sqlx::query_scalar("SELECT status FROM events WHERE id = $1")
-        .bind(event_id)
-        .fetch_one(pool)
-        .await
-        .unwrap()
-}
-
 async fn event_title(pool: &PgPool, event_id: Uuid) -> String {
     sqlx::query_scalar("SELECT title FROM events WHERE id = $1")
         .bind(event_id)
@@ -247,36 +133,12 @@ async fn event_title(pool: &PgPool, event_id: Uuid) -> String {
         .unwrap()
 }
 
-/// Buy through the JSON API, expecting success.
-async fn api_buy(app: &TestApp, ticket_type_id: Uuid, quantity: i64, email: &str) -> Uuid {
-    let resp = post_json(
-        app,
-        "/api/v1/orders",
-        &json!({
-            "ticket_type_id": ticket_type_id,
-            "quantity": quantity,
-            "email": email,
-            "idempotency_key": Uuid::new_v4().to_string(),
-        }),
-    )
-    .await;
-    assert_eq!(resp.status(), StatusCode::CREATED);
-    let body: Value = resp.json().await.unwrap();
-    Uuid::parse_str(body["id"].as_str().unwrap()).unwrap()
-}
-
 /// "Mon 1 Mar 2027, 19:30 UTC", the way pages show times.
 fn shown_time(t: OffsetDateTime) -> String {
     let format = format_description!(
         "[weekday repr:short] [day padding:none] [month repr:short] [year], [hour]:[minute] UTC"
     );
     t.format(format).unwrap()
-}
-
-/// "2027-03-01T19:30", the way the organizer form sends times.
-fn form_time(t: OffsetDateTime) -> String {
-    t.format(format_description!("[year]-[month]-[day]T[hour]:[minute]"))
-        .unwrap()
 }
 
 /// A complete, valid organizer form for a new event with one ticket type.
@@ -328,7 +190,7 @@ fn borrowed<'a>(fields: &'a [(&'static str, String)]) -> Vec<(&'a str, &'a str)>
 
 /// The organizer's edit form for a fixture event, as the edit page fills it in.
 fn edit_form(ticket_type_id: Uuid, title: &str, capacity: &str) -> Vec<(&'static str, String)> {
-    let opens = OffsetDateTime::now_utc() - Span::hours(1);
+    let opens = opened();
     vec![
         ("title", title.to_owned()),
         ("venue", "Test hall".to_owned()),
@@ -353,7 +215,7 @@ fn edit_form(ticket_type_id: Uuid, title: &str, capacity: &str) -> Vec<(&'static
 #[sqlx::test]
 async fn home_page_lists_published_events_but_not_drafts(pool: PgPool) {
     let published = published_event(&pool, &[TicketSpec::new(50, 4, 4)]).await;
-    let opened = OffsetDateTime::now_utc() - Span::hours(1);
+    let opened = opened();
     let draft = event_with_window(&pool, opened, None, "draft", &[TicketSpec::new(50, 4, 4)]).await;
     let app = TestApp::spawn(pool.clone()).await;
 
@@ -436,7 +298,7 @@ async fn event_page_shows_ticket_types_remaining_and_a_buy_form_with_an_idempote
 
 #[sqlx::test]
 async fn event_page_of_a_draft_an_unknown_id_or_a_garbage_id_is_not_found(pool: PgPool) {
-    let opened = OffsetDateTime::now_utc() - Span::hours(1);
+    let opened = opened();
     let draft = event_with_window(&pool, opened, None, "draft", &[TicketSpec::new(5, 1, 1)]).await;
     let app = TestApp::spawn(pool).await;
 
@@ -1012,7 +874,7 @@ async fn buy_form_before_the_sale_opens_is_forbidden(pool: PgPool) {
 
 #[sqlx::test]
 async fn buy_form_on_a_draft_event_is_not_found(pool: PgPool) {
-    let opened = OffsetDateTime::now_utc() - Span::hours(1);
+    let opened = opened();
     let fixture =
         event_with_window(&pool, opened, None, "draft", &[TicketSpec::new(10, 4, 4)]).await;
     let app = TestApp::spawn(pool.clone()).await;
@@ -1625,7 +1487,7 @@ async fn organizer_overview_lists_every_event_including_drafts(pool: PgPool) {
     let app = TestApp::spawn(pool.clone()).await;
     let org = app.organizer("org@example.org").await;
     let published = owned_published_event(&org, &[TicketSpec::new(10, 4, 4)]).await;
-    let opened = OffsetDateTime::now_utc() - Span::hours(1);
+    let opened = opened();
     let draft = owned_event(&org, opened, "draft", &[TicketSpec::new(7, 4, 4)]).await;
     api_buy(&app, published.ticket_type_id(), 3, "ada@example.org").await;
 
@@ -2034,7 +1896,7 @@ async fn organizer_edit_with_invalid_input_or_a_foreign_ticket_type_changes_noth
 async fn organizer_publish_and_unpublish_change_the_status(pool: PgPool) {
     let app = TestApp::spawn(pool.clone()).await;
     let org = app.organizer("org@example.org").await;
-    let opened = OffsetDateTime::now_utc() - Span::hours(1);
+    let opened = opened();
     let fixture = owned_event(&org, opened, "draft", &[TicketSpec::new(10, 4, 4)]).await;
     let page = format!("/organizer/events/{}", fixture.event_id);
     let edit = format!("{page}/edit");

@@ -16,8 +16,10 @@ use std::{
 
 use base64::Engine as _;
 use common::{
-    CSRF_TOKEN, Fixture, Organizer, TestApp, TicketSpec, assert_invariants, csrf_cookie,
-    published_event,
+    CSRF_TOKEN, Organizer, TestApp, TicketSpec, api_buy, assert_invariants, csrf_cookie,
+    database_url, encode, event_status, form_time, form_urlencoded_pairs, location,
+    organizer::{opened, owned_event},
+    published_event, ticket_codes,
 };
 use reqwest::{Method, Response, StatusCode};
 use serde_json::{Value, json};
@@ -30,10 +32,7 @@ use stampede::{
     error::AppError,
     sale::{self, Purchase, PurchaseRequest},
 };
-use time::{
-    Duration as Span, OffsetDateTime, format_description::well_known::Rfc3339,
-    macros::format_description,
-};
+use time::{Duration as Span, OffsetDateTime};
 use tokio::sync::{Barrier, Notify};
 use uuid::Uuid;
 
@@ -43,29 +42,6 @@ const PASSWORD: &str = "correct horse battery staple";
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
-
-/// `application/x-www-form-urlencoded`, as a browser sends it.
-fn encode(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
-    for b in raw.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'*' => {
-                out.push(char::from(b))
-            }
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
-fn form(fields: &[(&str, &str)]) -> String {
-    fields
-        .iter()
-        .map(|(name, value)| format!("{}={}", encode(name), encode(value)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
 
 fn owned_fields(fields: &[(&str, &str)]) -> Vec<(String, String)> {
     fields
@@ -79,15 +55,6 @@ fn borrowed(fields: &[(String, String)]) -> Vec<(&str, &str)> {
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect()
-}
-
-fn location(resp: &Response) -> String {
-    resp.headers()
-        .get("location")
-        .unwrap_or_else(|| panic!("no Location header on a {} response", resp.status()))
-        .to_str()
-        .unwrap()
-        .to_owned()
 }
 
 /// Where the session middleware sends a visitor without a session:
@@ -218,14 +185,6 @@ async fn count(pool: &PgPool, sql: &str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
 }
 
-async fn event_status(pool: &PgPool, event_id: Uuid) -> String {
-    sqlx::query_scalar("SELECT status FROM events WHERE id = $1")
-        .bind(event_id)
-        .fetch_one(pool)
-        .await
-        .unwrap()
-}
-
 /// (capacity, remaining, sales_halted) of every ticket type of an event.
 async fn stock(pool: &PgPool, event_id: Uuid) -> Vec<(Uuid, i32, i32, bool)> {
     sqlx::query_as(
@@ -236,85 +195,6 @@ async fn stock(pool: &PgPool, event_id: Uuid) -> Vec<(Uuid, i32, i32, bool)> {
     .fetch_all(pool)
     .await
     .unwrap()
-}
-
-/// An event owned by `org`, created through its API token.
-async fn owned_event(
-    org: &Organizer,
-    opens: OffsetDateTime,
-    status: &str,
-    specs: &[TicketSpec],
-) -> Fixture {
-    let rfc = |t: OffsetDateTime| t.format(&Rfc3339).unwrap();
-    let ticket_types: Vec<Value> = specs
-        .iter()
-        .enumerate()
-        .map(|(i, spec)| {
-            json!({
-                "name": format!("{} {i}", spec.name),
-                "price_minor": spec.price_minor,
-                "currency": "EUR",
-                "capacity": spec.capacity,
-                "max_per_order": spec.max_per_order,
-                "max_per_buyer": spec.max_per_buyer,
-            })
-        })
-        .collect();
-    let resp = org
-        .api(Method::POST, "/api/v1/organizer/events")
-        .json(&json!({
-            "title": "Test concert",
-            "venue": "Test hall",
-            "description": "A test event",
-            "starts_at": rfc(opens + Span::days(30)),
-            "sale_opens_at": rfc(opens),
-            "status": status,
-            "ticket_types": ticket_types,
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::CREATED);
-    let body: Value = resp.json().await.unwrap();
-    let id = |v: &Value| Uuid::parse_str(v.as_str().unwrap()).unwrap();
-    Fixture {
-        organizer_id: org.id,
-        event_id: id(&body["id"]),
-        ticket_type_ids: body["ticket_types"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| id(&t["id"]))
-            .collect(),
-    }
-}
-
-fn opened() -> OffsetDateTime {
-    OffsetDateTime::now_utc() - Span::hours(1)
-}
-
-/// Buy through the JSON API, expecting success.
-async fn api_buy(app: &TestApp, ticket_type_id: Uuid, quantity: i64, email: &str) -> Uuid {
-    let resp = app
-        .client
-        .post(app.url("/api/v1/orders"))
-        .json(&json!({
-            "ticket_type_id": ticket_type_id,
-            "quantity": quantity,
-            "email": email,
-            "idempotency_key": Uuid::new_v4().to_string(),
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::CREATED);
-    let body: Value = resp.json().await.unwrap();
-    Uuid::parse_str(body["id"].as_str().unwrap()).unwrap()
-}
-
-fn form_time(t: OffsetDateTime) -> String {
-    t.format(format_description!("[year]-[month]-[day]T[hour]:[minute]"))
-        .unwrap()
 }
 
 /// A valid edit form for an event made by [`owned_event`] with one ticket type.
@@ -381,6 +261,30 @@ async fn create_token_on_page(org: &Organizer, name: &str) -> String {
         .await;
     assert_eq!(resp.status(), StatusCode::OK);
     token_on_page(&resp.text().await.unwrap())
+}
+
+/// Create an event through the API with a bare bearer `token`, expecting
+/// 201, and return the event's owner according to the tables.
+async fn create_event_with_token(app: &TestApp, token: &str, title: &str) -> Option<Uuid> {
+    let resp = app
+        .client
+        .post(app.url("/api/v1/organizer/events"))
+        .bearer_auth(token)
+        .json(&json!({
+            "title": title, "venue": "Hall", "starts_at": "2030-03-01T19:30:00Z",
+            "sale_opens_at": "2020-01-01T10:00:00Z",
+            "ticket_types": [{"name": "Standing", "price_minor": 100, "currency": "EUR", "capacity": 5}],
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let created: Value = resp.json().await.unwrap();
+    sqlx::query_scalar("SELECT organizer_id FROM events WHERE id = $1")
+        .bind(Uuid::parse_str(created["id"].as_str().unwrap()).unwrap())
+        .fetch_one(&app.pool)
+        .await
+        .unwrap()
 }
 
 async fn list_own_events(app: &TestApp, token: &str) -> Response {
@@ -699,7 +603,7 @@ enum Csrf {
 
 impl FormPost {
     async fn send(&self, csrf: Csrf, headers: &[(&str, &str)]) -> Response {
-        let mut body = form(&borrowed(&self.fields));
+        let mut body = form_urlencoded_pairs(&borrowed(&self.fields));
         let wrong = format!("{}wrongtoken1", Uuid::new_v4().simple());
         match csrf {
             Csrf::Valid | Csrf::MissingCookie => {
@@ -1295,25 +1199,7 @@ async fn an_api_token_from_the_settings_page_is_shown_once_works_as_bearer_and_s
     // It works as a bearer token, for this organizer.
     let resp = list_own_events(&app, &token).await;
     assert_eq!(resp.status(), StatusCode::OK);
-    let resp = app
-        .client
-        .post(app.url("/api/v1/organizer/events"))
-        .bearer_auth(&token)
-        .json(&json!({
-            "title": "By token", "venue": "Hall", "starts_at": "2030-03-01T19:30:00Z",
-            "sale_opens_at": "2020-01-01T10:00:00Z",
-            "ticket_types": [{"name": "Standing", "price_minor": 100, "currency": "EUR", "capacity": 5}],
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::CREATED);
-    let created: Value = resp.json().await.unwrap();
-    let owner: Option<Uuid> = sqlx::query_scalar("SELECT organizer_id FROM events WHERE id = $1")
-        .bind(Uuid::parse_str(created["id"].as_str().unwrap()).unwrap())
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let owner = create_event_with_token(&app, &token, "By token").await;
     assert_eq!(owner, Some(org.id));
 
     // Afterwards the settings page lists it by its prefix only.
@@ -1437,16 +1323,6 @@ async fn api_tokens_are_stored_as_hashes_and_their_text_is_nowhere_in_the_databa
 // `stampede organizer add`
 // ---------------------------------------------------------------------------
 
-fn database_url(connect: &PgConnectOptions) -> String {
-    format!(
-        "postgres://{}@{}:{}/{}",
-        connect.get_username(),
-        connect.get_host(),
-        connect.get_port(),
-        connect.get_database().expect("sqlx::test names a database")
-    )
-}
-
 /// Run the real binary with `stdin` as its standard input.
 async fn stampede_cli(database_url: &str, args: &[&str], stdin: &str) -> std::process::Output {
     use tokio::io::AsyncWriteExt as _;
@@ -1500,25 +1376,7 @@ async fn organizer_add_prints_a_token_that_works_and_the_password_logs_in(
     let app = TestApp::spawn(pool.clone()).await;
     let resp = list_own_events(&app, &token).await;
     assert_eq!(resp.status(), StatusCode::OK);
-    let resp = app
-        .client
-        .post(app.url("/api/v1/organizer/events"))
-        .bearer_auth(&token)
-        .json(&json!({
-            "title": "Scripted", "venue": "Hall", "starts_at": "2030-03-01T19:30:00Z",
-            "sale_opens_at": "2020-01-01T10:00:00Z",
-            "ticket_types": [{"name": "Standing", "price_minor": 100, "currency": "EUR", "capacity": 5}],
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::CREATED);
-    let created: Value = resp.json().await.unwrap();
-    let owner: Option<Uuid> = sqlx::query_scalar("SELECT organizer_id FROM events WHERE id = $1")
-        .bind(Uuid::parse_str(created["id"].as_str().unwrap()).unwrap())
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let owner = create_event_with_token(&app, &token, "Scripted").await;
     assert_eq!(owner, Some(id));
 
     // The password (without its newline) logs in through the page.
@@ -1913,14 +1771,6 @@ async fn order_page(app: &TestApp, order_id: Uuid) -> String {
     resp.text().await.unwrap()
 }
 
-async fn codes_in_db(pool: &PgPool, order_id: Uuid) -> Vec<String> {
-    sqlx::query_scalar("SELECT code FROM tickets WHERE order_id = $1 ORDER BY position")
-        .bind(order_id)
-        .fetch_all(pool)
-        .await
-        .unwrap()
-}
-
 #[sqlx::test]
 async fn the_order_page_shows_one_ticket_per_seat_with_a_distinct_code_and_a_qr_image(
     pool: PgPool,
@@ -1949,7 +1799,7 @@ async fn the_order_page_shows_one_ticket_per_seat_with_a_distinct_code_and_a_qr_
         3,
         "codes repeat: {codes:?}"
     );
-    assert_eq!(codes, codes_in_db(&pool, order).await);
+    assert_eq!(codes, ticket_codes(&pool, order).await);
 
     let mut images = BTreeSet::new();
     for (code, src) in &tickets {
@@ -1999,7 +1849,7 @@ async fn ticket_codes_are_unique_across_orders(pool: PgPool) {
             .map(|(code, _)| code)
             .collect();
         assert_eq!(shown.len(), 1 + i % 4);
-        assert_eq!(shown, codes_in_db(&pool, order).await);
+        assert_eq!(shown, ticket_codes(&pool, order).await);
         all.extend(shown);
     }
     let distinct: BTreeSet<&String> = all.iter().collect();

@@ -5,25 +5,39 @@ mod common;
 
 use std::{net::SocketAddr, time::Duration};
 
-use common::{TicketSpec, published_event};
+use common::{TicketSpec, published_event, serve};
+use reqwest::Response;
 use serde_json::{Value, json};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{
+    PgPool,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
 use stampede::{AppState, web::Limits};
 use uuid::Uuid;
 
-async fn serve(state: AppState) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = stampede::app(state);
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
+/// A pool of a single connection that waits at most `wait` for it.
+async fn one_connection_pool(connect: PgConnectOptions, wait: Duration) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(wait)
+        .connect_with(connect)
         .await
-        .unwrap();
-    });
-    addr
+        .unwrap()
+}
+
+/// One ticket for ada@example.org through the JSON API, with a fresh key.
+async fn buy_one(client: &reqwest::Client, addr: SocketAddr, ticket_type_id: Uuid) -> Response {
+    client
+        .post(format!("http://{addr}/api/v1/orders"))
+        .json(&json!({
+            "ticket_type_id": ticket_type_id,
+            "quantity": 1,
+            "email": "ada@example.org",
+            "idempotency_key": Uuid::new_v4().to_string(),
+        }))
+        .send()
+        .await
+        .unwrap()
 }
 
 #[sqlx::test]
@@ -34,12 +48,7 @@ async fn an_exhausted_database_pool_is_answered_503_with_retry_after(
     let setup = common::pool(connect.clone(), 2).await;
     let fixture = published_event(&setup, &[TicketSpec::new(10, 2, 2)]).await;
     // A pool of one connection that waits at most 200 ms for it.
-    let pool = PgPoolOptions::new()
-        .max_connections(1)
-        .acquire_timeout(Duration::from_millis(200))
-        .connect_with(connect)
-        .await
-        .unwrap();
+    let pool = one_connection_pool(connect, Duration::from_millis(200)).await;
     let addr = serve(AppState::new(pool.clone())).await;
     let client = reqwest::Client::new();
 
@@ -52,17 +61,7 @@ async fn an_exhausted_database_pool_is_answered_503_with_retry_after(
         .unwrap();
     assert_eq!(page.status(), 503);
     assert_eq!(page.headers()["retry-after"], "1");
-    let order = client
-        .post(format!("http://{addr}/api/v1/orders"))
-        .json(&json!({
-            "ticket_type_id": fixture.ticket_type_id(),
-            "quantity": 1,
-            "email": "ada@example.org",
-            "idempotency_key": Uuid::new_v4().to_string(),
-        }))
-        .send()
-        .await
-        .unwrap();
+    let order = buy_one(&client, addr, fixture.ticket_type_id()).await;
     assert_eq!(order.status(), 503);
     assert_eq!(order.headers()["retry-after"], "1");
     let body: Value = order.json().await.unwrap();
@@ -70,17 +69,7 @@ async fn an_exhausted_database_pool_is_answered_503_with_retry_after(
     drop(held);
 
     // With the connection back, the same purchase goes through.
-    let order = client
-        .post(format!("http://{addr}/api/v1/orders"))
-        .json(&json!({
-            "ticket_type_id": fixture.ticket_type_id(),
-            "quantity": 1,
-            "email": "ada@example.org",
-            "idempotency_key": Uuid::new_v4().to_string(),
-        }))
-        .send()
-        .await
-        .unwrap();
+    let order = buy_one(&client, addr, fixture.ticket_type_id()).await;
     assert_eq!(order.status(), 201);
     assert_eq!(common::order_count(&setup).await, 1);
     common::assert_invariants(&setup).await;
@@ -92,12 +81,8 @@ async fn an_exhausted_database_pool_is_answered_503_with_retry_after(
 async fn requests_beyond_the_in_flight_limit_are_shed_at_once(pool: sqlx::PgPool) {
     // One request at a time: the first holds its slot while it waits for the
     // only database connection, which the test holds.
-    let limited = PgPoolOptions::new()
-        .max_connections(1)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_with((*pool.connect_options()).clone())
-        .await
-        .unwrap();
+    let limited =
+        one_connection_pool((*pool.connect_options()).clone(), Duration::from_secs(10)).await;
     let limits = Limits {
         max_in_flight: 1,
         ..Limits::default()

@@ -6,8 +6,8 @@ mod common;
 use std::{collections::BTreeSet, sync::Arc};
 
 use common::{
-    TicketSpec, assert_invariants, confirmed_order_ids, now, order_count, pool, published_event,
-    sold,
+    Fixture, TicketSpec, assert_invariants, confirmed_order_ids, now, order_count, pool,
+    published_event, remaining, sold,
 };
 use rand::Rng;
 use sqlx::{
@@ -35,6 +35,36 @@ fn request(ticket_type_id: Uuid, quantity: i64, email: &str, key: &str) -> Purch
 
 fn fresh_key() -> String {
     Uuid::new_v4().to_string()
+}
+
+/// A 32-connection pool (for real concurrency) and a published event with
+/// one ticket type of `spec`.
+async fn rush(connect: PgConnectOptions, spec: TicketSpec) -> (PgPool, Fixture) {
+    let pool = pool(connect, 32).await;
+    let fixture = published_event(&pool, &[spec]).await;
+    (pool, fixture)
+}
+
+/// One purchase right now, under a fresh idempotency key.
+async fn buy_now(
+    pool: &PgPool,
+    ticket_type_id: Uuid,
+    quantity: i64,
+    email: &str,
+) -> Result<Purchase, AppError> {
+    sale::purchase(
+        pool,
+        now(),
+        &request(ticket_type_id, quantity, email, &fresh_key()),
+    )
+    .await
+}
+
+/// The name of the constraint a refused statement violated, if any.
+fn violated_constraint(err: &sqlx::Error) -> Option<String> {
+    err.as_database_error()
+        .and_then(|e| e.constraint())
+        .map(str::to_owned)
 }
 
 /// Run every request at once (released together by a barrier).
@@ -68,8 +98,7 @@ async fn two_hundred_buyers_racing_for_ten_tickets_never_oversell(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
-    let pool = pool(connect, 32).await;
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    let (pool, fixture) = rush(connect, TicketSpec::new(10, 4, 4)).await;
     let tt = fixture.ticket_type_id();
     let mut rng = rand::rng();
     let requests: Vec<_> = (0..200)
@@ -124,17 +153,14 @@ async fn choosing_and_dropping_a_course_concurrently_keeps_counts_consistent(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
-    let pool = pool(connect, 32).await;
-    let fixture = published_event(&pool, &[TicketSpec::new(100, 1, 1)]).await;
+    let (pool, fixture) = rush(connect, TicketSpec::new(100, 1, 1)).await;
     let tt = fixture.ticket_type_id();
 
     // 60 students already hold a seat.
     let mut held = Vec::new();
     for i in 0..60 {
         let email = format!("early{i}@uni.example");
-        let purchase = sale::purchase(&pool, now(), &request(tt, 1, &email, &fresh_key()))
-            .await
-            .unwrap();
+        let purchase = buy_now(&pool, tt, 1, &email).await.unwrap();
         held.push((email, purchase.order().id));
     }
 
@@ -147,7 +173,7 @@ async fn choosing_and_dropping_a_course_concurrently_keeps_counts_consistent(
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
             let email = format!("late{i}@uni.example");
-            let outcome = sale::purchase(&pool, now(), &request(tt, 1, &email, &fresh_key())).await;
+            let outcome = buy_now(&pool, tt, 1, &email).await;
             match outcome {
                 Ok(Purchase::Created(_)) | Err(AppError::SoldOut) => (0, 0),
                 other => panic!("newcomer: unexpected {other:?}"),
@@ -170,7 +196,7 @@ async fn choosing_and_dropping_a_course_concurrently_keeps_counts_consistent(
                 (1, 1),
                 "a drop happens exactly once: {first:?} {second:?}"
             );
-            match sale::purchase(&pool, now(), &request(tt, 1, &email, &fresh_key())).await {
+            match buy_now(&pool, tt, 1, &email).await {
                 Ok(Purchase::Created(_)) | Err(AppError::SoldOut) => (1, 1),
                 other => panic!("re-choose: unexpected {other:?}"),
             }
@@ -199,8 +225,7 @@ async fn one_buyer_firing_fifty_purchases_gets_at_most_the_buyer_limit(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
-    let pool = pool(connect, 32).await;
-    let fixture = published_event(&pool, &[TicketSpec::new(100, 2, 4)]).await;
+    let (pool, fixture) = rush(connect, TicketSpec::new(100, 2, 4)).await;
     let tt = fixture.ticket_type_id();
     // The same person, spelled differently: normalisation makes one buyer.
     let spellings = [
@@ -245,8 +270,7 @@ async fn the_same_idempotency_key_twenty_times_at_once_makes_one_order(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
-    let pool = pool(connect, 32).await;
-    let fixture = published_event(&pool, &[TicketSpec::new(50, 4, 4)]).await;
+    let (pool, fixture) = rush(connect, TicketSpec::new(50, 4, 4)).await;
     let tt = fixture.ticket_type_id();
     let key = fresh_key();
     let requests: Vec<_> = (0..20)
@@ -293,21 +317,12 @@ async fn the_same_idempotency_key_twenty_times_at_once_makes_one_order(
 async fn a_cancelled_order_returns_its_tickets_exactly_once(pool: PgPool) {
     let fixture = published_event(&pool, &[TicketSpec::new(5, 5, 5)]).await;
     let tt = fixture.ticket_type_id();
-    let order = sale::purchase(
-        &pool,
-        now(),
-        &request(tt, 5, "ada@example.org", &fresh_key()),
-    )
-    .await
-    .unwrap()
-    .order()
-    .clone();
-    let sold_out = sale::purchase(
-        &pool,
-        now(),
-        &request(tt, 1, "bob@example.org", &fresh_key()),
-    )
-    .await;
+    let order = buy_now(&pool, tt, 5, "ada@example.org")
+        .await
+        .unwrap()
+        .order()
+        .clone();
+    let sold_out = buy_now(&pool, tt, 1, "bob@example.org").await;
     assert!(matches!(sold_out, Err(AppError::SoldOut)), "{sold_out:?}");
 
     let cancelled = sale::cancel(&pool, order.id).await.unwrap();
@@ -320,21 +335,11 @@ async fn a_cancelled_order_returns_its_tickets_exactly_once(pool: PgPool) {
         sale::cancel(&pool, Uuid::new_v4()).await,
         Err(AppError::NotFound)
     ));
-    let remaining: i32 = sqlx::query_scalar("SELECT remaining FROM ticket_types WHERE id = $1")
-        .bind(tt)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(remaining, 5);
+    assert_eq!(remaining(&pool, tt).await, 5);
     assert_invariants(&pool).await;
 
     // The buyer's limit is freed too: they can buy again.
-    let again = sale::purchase(
-        &pool,
-        now(),
-        &request(tt, 5, "ada@example.org", &fresh_key()),
-    )
-    .await;
+    let again = buy_now(&pool, tt, 5, "ada@example.org").await;
     assert!(matches!(again, Ok(Purchase::Created(_))), "{again:?}");
     assert_invariants(&pool).await;
 }
@@ -392,12 +397,7 @@ async fn purchases_outside_the_sale_window_are_refused_and_write_nothing(pool: P
 #[sqlx::test]
 async fn more_than_the_per_order_maximum_is_refused_before_any_write(pool: PgPool) {
     let fixture = published_event(&pool, &[TicketSpec::new(10, 2, 6)]).await;
-    let result = sale::purchase(
-        &pool,
-        now(),
-        &request(fixture.ticket_type_id(), 3, "ada@example.org", &fresh_key()),
-    )
-    .await;
+    let result = buy_now(&pool, fixture.ticket_type_id(), 3, "ada@example.org").await;
     assert!(
         matches!(result, Err(AppError::OrderLimit { max: 2 })),
         "{result:?}"
@@ -419,10 +419,7 @@ async fn the_database_refuses_negative_stock_even_without_the_application(pool: 
         .execute(&pool)
         .await
         .unwrap_err();
-    let constraint = err
-        .as_database_error()
-        .and_then(|e| e.constraint())
-        .map(str::to_owned);
+    let constraint = violated_constraint(&err);
     assert_eq!(
         constraint.as_deref(),
         Some("ticket_types_remaining_non_negative")
@@ -435,10 +432,7 @@ async fn the_database_refuses_negative_stock_even_without_the_application(pool: 
     .execute(&pool)
     .await
     .unwrap_err();
-    let constraint = err
-        .as_database_error()
-        .and_then(|e| e.constraint())
-        .map(str::to_owned);
+    let constraint = violated_constraint(&err);
     assert_eq!(constraint.as_deref(), Some("orders_quantity_positive"));
 }
 
@@ -447,8 +441,7 @@ async fn changing_capacity_during_a_rush_keeps_the_books_balanced(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
-    let pool = pool(connect, 32).await;
-    let fixture = published_event(&pool, &[TicketSpec::new(50, 1, 1)]).await;
+    let (pool, fixture) = rush(connect, TicketSpec::new(50, 1, 1)).await;
     let tt = fixture.ticket_type_id();
     let barrier = Arc::new(Barrier::new(101));
     let mut buyers = Vec::new();
@@ -456,12 +449,7 @@ async fn changing_capacity_during_a_rush_keeps_the_books_balanced(
         let (pool, barrier) = (pool.clone(), barrier.clone());
         buyers.push(tokio::spawn(async move {
             barrier.wait().await;
-            sale::purchase(
-                &pool,
-                now(),
-                &request(tt, 1, &format!("b{i}@example.org"), &fresh_key()),
-            )
-            .await
+            buy_now(&pool, tt, 1, &format!("b{i}@example.org")).await
         }));
     }
     // The organizer raises the capacity to 80 in the middle of the rush.

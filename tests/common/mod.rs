@@ -2,8 +2,11 @@
 //! through the library, and check the invariants straight from the tables.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod organizer;
+
 use std::{net::SocketAddr, time::Duration};
 
+use serde_json::{Value, json};
 use sqlx::{
     PgPool,
     postgres::{PgConnectOptions, PgPoolOptions},
@@ -14,12 +17,31 @@ use stampede::{
     db,
     domain::{EventInput, TicketTypeInput},
 };
-use time::{Duration as Span, OffsetDateTime};
+use time::{Duration as Span, OffsetDateTime, macros::format_description};
 use uuid::Uuid;
 
 /// A fixed "now" for tests: the sale of every fixture event is open.
 pub fn now() -> OffsetDateTime {
     OffsetDateTime::now_utc()
+}
+
+/// "2027-03-01T19:30", the way the organizer form (a `datetime-local`
+/// input) sends times.
+pub fn form_time(t: OffsetDateTime) -> String {
+    t.format(format_description!("[year]-[month]-[day]T[hour]:[minute]"))
+        .unwrap()
+}
+
+/// The URL of the database `sqlx::test` made for a test, for processes
+/// that connect on their own (the `stampede` binary).
+pub fn database_url(connect: &PgConnectOptions) -> String {
+    format!(
+        "postgres://{}@{}:{}/{}",
+        connect.get_username(),
+        connect.get_host(),
+        connect.get_port(),
+        connect.get_database().expect("sqlx::test names a database")
+    )
 }
 
 /// A pool big enough for real concurrency (sqlx::test's default is small).
@@ -147,7 +169,8 @@ pub fn form_body(fields: &[(&str, &str)]) -> String {
     body
 }
 
-fn form_urlencoded_pairs(fields: &[(&str, &str)]) -> String {
+/// Urlencoded `name=value` pairs joined by `&`, as a browser sends a form.
+pub fn form_urlencoded_pairs(fields: &[(&str, &str)]) -> String {
     fields
         .iter()
         .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
@@ -155,7 +178,8 @@ fn form_urlencoded_pairs(fields: &[(&str, &str)]) -> String {
         .join("&")
 }
 
-fn encode(s: &str) -> String {
+/// `application/x-www-form-urlencoded` encoding of one name or value.
+pub fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
@@ -275,6 +299,73 @@ pub async fn confirmed_order_ids(pool: &PgPool) -> std::collections::BTreeSet<Uu
         .collect()
 }
 
+pub async fn remaining(pool: &PgPool, ticket_type_id: Uuid) -> i32 {
+    sqlx::query_scalar("SELECT remaining FROM ticket_types WHERE id = $1")
+        .bind(ticket_type_id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+pub async fn capacity_and_remaining(pool: &PgPool, ticket_type_id: Uuid) -> (i32, i32) {
+    sqlx::query_as("SELECT capacity, remaining FROM ticket_types WHERE id = $1")
+        .bind(ticket_type_id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+pub async fn order_status(pool: &PgPool, order_id: Uuid) -> String {
+    sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
+        .bind(order_id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+pub async fn event_status(pool: &PgPool, event_id: Uuid) -> String {
+    sqlx::query_scalar("SELECT status FROM events WHERE id = $1")
+        .bind(event_id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// The ticket codes of an order, in position order.
+pub async fn ticket_codes(pool: &PgPool, order_id: Uuid) -> Vec<String> {
+    sqlx::query_scalar("SELECT code FROM tickets WHERE order_id = $1 ORDER BY position")
+        .bind(order_id)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+/// The `Location` header of a response (panics if there is none).
+pub fn location(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get("location")
+        .unwrap_or_else(|| panic!("no Location header on a {} response", resp.status()))
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Serve the real router for `state` on a random loopback port.
+pub async fn serve(state: AppState) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = stampede::app(state);
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    addr
+}
+
 /// The real router served on a random loopback port.
 pub struct TestApp {
     pub pool: PgPool,
@@ -286,18 +377,7 @@ pub struct TestApp {
 impl TestApp {
     pub async fn spawn(pool: PgPool) -> Self {
         let clock = ManualClock::new(now());
-        let state = AppState::new(pool.clone()).with_clock(clock.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let app = stampede::app(state);
-        tokio::spawn(async move {
-            axum::serve(
-                listener,
-                app.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .await
-            .unwrap();
-        });
+        let addr = serve(AppState::new(pool.clone()).with_clock(clock.clone())).await;
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(256)
@@ -367,6 +447,25 @@ impl TestApp {
             base: self.url(""),
         }
     }
+}
+
+/// Buy through the JSON API, expecting success; returns the order id.
+pub async fn api_buy(app: &TestApp, ticket_type_id: Uuid, quantity: i64, email: &str) -> Uuid {
+    let resp = app
+        .client
+        .post(app.url("/api/v1/orders"))
+        .json(&json!({
+            "ticket_type_id": ticket_type_id,
+            "quantity": quantity,
+            "email": email,
+            "idempotency_key": Uuid::new_v4().to_string(),
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), reqwest::StatusCode::CREATED);
+    let body: Value = resp.json().await.unwrap();
+    Uuid::parse_str(body["id"].as_str().unwrap()).unwrap()
 }
 
 /// A logged-in organizer: a cookie-carrying client and an API token.
