@@ -31,8 +31,11 @@ pub enum AppError {
     NotEnoughLeft { remaining: i32 },
     #[error("At most {max} tickets of this type fit in one order.")]
     OrderLimit { max: i32 },
-    #[error("Each buyer may hold at most {max} tickets of this type; {email} already has {held}.")]
-    BuyerLimit { max: i32, held: i32, email: String },
+    // Says nothing of what this email already holds: anyone can type any email.
+    #[error(
+        "Each buyer may hold at most {max} tickets of this type; this purchase would go beyond that."
+    )]
+    BuyerLimit { max: i32 },
     #[error("The sale has not opened yet; it opens at {}.", crate::web::views::format_time(*.opens_at))]
     SaleNotOpen { opens_at: OffsetDateTime },
     #[error("{0}")]

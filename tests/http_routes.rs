@@ -825,7 +825,7 @@ async fn buy_form_over_the_buyer_limit_is_a_conflict(pool: PgPool) {
     let body = resp.text().await.unwrap();
     assert!(
         body.contains(
-            "Each buyer may hold at most 3 tickets of this type; fan@example.org already has 2."
+            "Each buyer may hold at most 3 tickets of this type; this purchase would go beyond that."
         ),
         "{body}"
     );
@@ -2100,7 +2100,8 @@ async fn unknown_static_asset_is_not_found(pool: PgPool) {
     ] {
         let resp = get(&app, path).await;
         assert_eq!(resp.status(), StatusCode::NOT_FOUND, "{path}");
-        assert!(resp.headers().get("cache-control").is_none(), "{path}");
+        // A miss must never be cached like an asset.
+        assert_eq!(resp.headers()["cache-control"], "no-store", "{path}");
     }
 }
 
@@ -2149,4 +2150,61 @@ async fn health_check_answers_ok(pool: PgPool) {
     let resp = get(&app, "/healthz").await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.text().await.unwrap(), "ok");
+}
+
+#[sqlx::test]
+async fn events_that_already_started_are_not_listed_for_buyers(pool: PgPool) {
+    let upcoming = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    // Fixtures start 30 days after the sale opens: this one started 10 days ago.
+    let past_opening = OffsetDateTime::now_utc() - Span::days(40);
+    let past = event_with_window(
+        &pool,
+        past_opening,
+        None,
+        "published",
+        &[TicketSpec::new(10, 4, 4)],
+    )
+    .await;
+    let app = TestApp::spawn(pool.clone()).await;
+
+    let home = get(&app, "/").await.text().await.unwrap();
+    assert!(
+        home.contains(&format!("/events/{}", upcoming.event_id)),
+        "{home}"
+    );
+    assert!(
+        !home.contains(&format!("/events/{}", past.event_id)),
+        "{home}"
+    );
+    let listed: Value = get(&app, "/api/v1/events").await.json().await.unwrap();
+    let ids: Vec<&str> = listed["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![upcoming.event_id.to_string()]);
+}
+
+#[sqlx::test]
+async fn pages_with_order_codes_are_never_stored_by_caches(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    let app = TestApp::spawn(pool.clone()).await;
+    let order_id = api_buy(&app, fixture.ticket_type_id(), 1, "ada@example.org").await;
+    for path in [
+        format!("/orders/{order_id}"),
+        format!("/api/v1/orders/{order_id}"),
+        format!("/events/{}", fixture.event_id),
+    ] {
+        let resp = get(&app, &path).await;
+        assert_eq!(resp.status(), StatusCode::OK, "{path}");
+        assert_eq!(resp.headers()["cache-control"], "no-store", "{path}");
+    }
+    let asset = get(&app, "/static/style.css").await;
+    assert!(
+        asset.headers()["cache-control"]
+            .to_str()
+            .unwrap()
+            .contains("immutable")
+    );
 }

@@ -58,22 +58,41 @@ impl std::fmt::Debug for NewPassword {
     }
 }
 
-/// Argon2id is deliberately slow: run it on the blocking pool so that it
-/// never stalls the async workers serving the on-sale.
+/// Password hashes computed at once. Each argon2id hash takes ~19 MiB and a
+/// core for a while; beyond this, log-ins and sign-ups wait their turn (and
+/// get 503 if the wait is long) instead of exhausting memory.
+static HASHING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+
+/// Run an argon2 job on the blocking pool, never on the async workers
+/// serving the on-sale, and never more than [`HASHING`] at once.
+async fn hashing<T: Send + 'static>(
+    job: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, AppError> {
+    let _permit = tokio::time::timeout(std::time::Duration::from_secs(5), HASHING.acquire())
+        .await
+        .map_err(|_| AppError::Overloaded)?
+        .map_err(AppError::internal)?;
+    tokio::task::spawn_blocking(job)
+        .await
+        .map_err(AppError::internal)
+}
+
 async fn hash_password(password: NewPassword) -> Result<String, AppError> {
-    tokio::task::spawn_blocking(move || password_auth::generate_hash(password.0))
-        .await
-        .map_err(AppError::internal)
+    hashing(move || password_auth::generate_hash(password.0)).await
 }
 
-async fn verify_password(password: String, hash: String) -> Result<bool, AppError> {
-    tokio::task::spawn_blocking(move || password_auth::verify_password(password, &hash).is_ok())
-        .await
-        .map_err(AppError::internal)
+/// Verify against the account's hash, or against a dummy hash when there is
+/// no account, so that a log-in takes as long whether or not it exists.
+async fn verify_password(password: String, hash: Option<String>) -> Result<bool, AppError> {
+    hashing(move || {
+        let hash = hash.as_deref().unwrap_or(&DUMMY_HASH);
+        password_auth::verify_password(password, hash).is_ok() && hash != DUMMY_HASH.as_str()
+    })
+    .await
 }
 
-/// A hash that no password matches, verified when the email is unknown so
-/// that a log-in takes as long whether or not the account exists.
+/// A hash no password is accepted for (see [`verify_password`]); computed
+/// lazily, on the blocking pool, by the first log-in with an unknown email.
 static DUMMY_HASH: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| password_auth::generate_hash("stampede-no-such-account"));
 
@@ -116,9 +135,7 @@ pub async fn log_in(
     )
     .fetch_optional(db)
     .await?;
-    let hash = row
-        .as_ref()
-        .map_or_else(|| DUMMY_HASH.clone(), |r| r.password_hash.clone());
+    let hash = row.as_ref().map(|r| r.password_hash.clone());
     let matches = verify_password(password.to_owned(), hash).await?;
     Ok(row.filter(|_| matches).map(|r| CurrentOrganizer {
         id: r.id,

@@ -282,9 +282,12 @@ pub async fn find_published(db: &PgPool, event_id: Uuid) -> Result<EventDetail, 
     }
 }
 
-/// Events buyers can see (published), soonest first.
-pub async fn list_published(db: &PgPool) -> Result<Vec<EventSummary>, AppError> {
-    list(db, None).await
+/// Events buyers can see (published, not yet started), soonest first.
+pub async fn list_published(
+    db: &PgPool,
+    now: OffsetDateTime,
+) -> Result<Vec<EventSummary>, AppError> {
+    list(db, None, now).await
 }
 
 /// One organizer's events, whatever their status.
@@ -292,32 +295,44 @@ pub async fn list_for_organizer(
     db: &PgPool,
     organizer_id: Uuid,
 ) -> Result<Vec<EventSummary>, AppError> {
-    list(db, Some(organizer_id)).await
+    list(db, Some(organizer_id), OffsetDateTime::UNIX_EPOCH).await
 }
 
-async fn list(db: &PgPool, organizer_id: Option<Uuid>) -> Result<Vec<EventSummary>, AppError> {
+/// Published upcoming events for buyers, or every event of one organizer.
+async fn list(
+    db: &PgPool,
+    organizer_id: Option<Uuid>,
+    now: OffsetDateTime,
+) -> Result<Vec<EventSummary>, AppError> {
     Ok(sqlx::query_as!(
         EventSummary,
         r#"SELECT e.id, e.title, e.venue, e.starts_at, e.sale_opens_at, e.status,
                   COALESCE(SUM(t.capacity), 0)::int8 AS "capacity!",
                   COALESCE(SUM(t.remaining), 0)::int8 AS "remaining!"
            FROM events e LEFT JOIN ticket_types t ON t.event_id = e.id
-           WHERE CASE WHEN $1::uuid IS NULL THEN e.status = 'published' ELSE e.organizer_id = $1 END
+           WHERE CASE WHEN $1::uuid IS NULL THEN e.status = 'published' AND e.starts_at > $2
+                      ELSE e.organizer_id = $1 END
            GROUP BY e.id
            ORDER BY e.starts_at, e.id
            LIMIT 500"#,
         organizer_id as Option<Uuid>,
+        now,
     )
     .fetch_all(db)
     .await?)
 }
 
-/// Published events with their ticket types, in two queries.
-pub async fn list_published_details(db: &PgPool) -> Result<Vec<EventDetail>, AppError> {
+/// Published upcoming events with their ticket types, in two queries.
+pub async fn list_published_details(
+    db: &PgPool,
+    now: OffsetDateTime,
+) -> Result<Vec<EventDetail>, AppError> {
     let events = sqlx::query_as!(
         Event,
         "SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at, status
-         FROM events WHERE status = 'published' ORDER BY starts_at, id LIMIT 500",
+         FROM events WHERE status = 'published' AND starts_at > $1
+         ORDER BY starts_at, id LIMIT 500",
+        now,
     )
     .fetch_all(db)
     .await?;

@@ -14,9 +14,15 @@ impl Email {
         if normalised.len() > 254 {
             return Err("That email address is too long.".into());
         }
-        // The crate checks RFC 5322 syntax; we additionally require a dotted
-        // domain, since tickets are delivered over the public internet.
-        let valid = email_address::EmailAddress::is_valid(&normalised)
+        // The crate checks RFC 5322 syntax. Display text ("Ada <a@x.org>")
+        // and domain literals are refused: they would let one mailbox pose as
+        // many buyers. We also require a dotted domain, since tickets are
+        // delivered over the public internet.
+        let strict = email_address::Options::default()
+            .without_display_text()
+            .without_domain_literal();
+        let valid = email_address::EmailAddress::parse_with_options(&normalised, strict).is_ok()
+            && !normalised.contains(['<', '>', '[', ']', '"', ' '])
             && normalised
                 .rsplit_once('@')
                 .is_some_and(|(_, domain)| domain.contains('.') && !domain.ends_with('.'));
@@ -58,6 +64,10 @@ mod tests {
             "ada@example",
             "a b@example.org",
             "ada@@example.org",
+            "x y <victim@example.org>",
+            "ada <ada@example.org>",
+            "victim@[1.2.3.4]",
+            "\"quoted\"@example.org",
         ] {
             assert!(Email::parse(raw).is_err(), "{raw:?} should be rejected");
         }

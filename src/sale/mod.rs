@@ -162,11 +162,8 @@ async fn purchase_inner(
     .await?;
     if held.is_none() {
         tx.rollback().await?;
-        let held = holdings(db, request.ticket_type_id, &request.email).await?;
         return Err(AppError::BuyerLimit {
             max: info.max_per_buyer,
-            held,
-            email: request.email.to_string(),
         });
     }
 
@@ -412,17 +409,6 @@ async fn find_by_key(
     )
     .fetch_optional(db)
     .await?)
-}
-
-async fn holdings(db: &PgPool, ticket_type_id: Uuid, email: &Email) -> Result<i32, AppError> {
-    let held = sqlx::query_scalar!(
-        "SELECT quantity FROM buyer_holdings WHERE ticket_type_id = $1 AND email = $2",
-        ticket_type_id,
-        email.as_str(),
-    )
-    .fetch_optional(db)
-    .await?;
-    Ok(held.unwrap_or(0))
 }
 
 fn replay(existing: Order, request: &PurchaseRequest) -> Result<Purchase, AppError> {

@@ -108,7 +108,7 @@ pub async fn list_own_events(
 }
 
 pub async fn list_events(State(state): State<AppState>) -> ApiResult<Json<Value>> {
-    let events = db::events::list_published_details(&state.db).await?;
+    let events = db::events::list_published_details(&state.db, state.clock.now()).await?;
     Ok(Json(json!({ "events": events })))
 }
 

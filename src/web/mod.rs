@@ -192,6 +192,12 @@ pub fn app(state: AppState) -> Router {
                 "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
             ),
         ))
+        // Pages carry order codes, tokens and buyer emails: no shared or
+        // stored copies. Static assets set their own long-lived policy.
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        ))
         .layer(SetResponseHeaderLayer::overriding(
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),

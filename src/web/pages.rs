@@ -20,7 +20,7 @@ use crate::{
 };
 
 pub async fn index(State(state): State<AppState>, ctx: PageContext) -> Result<Markup, AppError> {
-    let events = db::events::list_published(&state.db).await?;
+    let events = db::events::list_published(&state.db, state.clock.now()).await?;
     Ok(views::events::index(&ctx, &events))
 }
 
