@@ -235,11 +235,32 @@ pub async fn set_status(
 
 /// One event with its ticket types, whatever its status.
 pub async fn find(db: &PgPool, event_id: Uuid) -> Result<Option<EventDetail>, AppError> {
+    find_where(db, event_id, None).await
+}
+
+/// An event of this organizer's; any other organizer's is "not found".
+pub async fn find_owned(
+    db: &PgPool,
+    organizer_id: Uuid,
+    event_id: Uuid,
+) -> Result<EventDetail, AppError> {
+    find_where(db, event_id, Some(organizer_id))
+        .await?
+        .ok_or(AppError::NotFound)
+}
+
+/// One event with its ticket types, if it exists (and has this owner).
+async fn find_where(
+    db: &PgPool,
+    event_id: Uuid,
+    owner: Option<Uuid>,
+) -> Result<Option<EventDetail>, AppError> {
     let event = sqlx::query_as!(
         Event,
         "SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at, status
-         FROM events WHERE id = $1",
+         FROM events WHERE id = $1 AND ($2::uuid IS NULL OR organizer_id = $2)",
         event_id,
+        owner as Option<Uuid>,
     )
     .fetch_optional(db)
     .await?;
@@ -256,22 +277,6 @@ pub async fn find(db: &PgPool, event_id: Uuid) -> Result<Option<EventDetail>, Ap
         event,
         ticket_types,
     }))
-}
-
-/// An event of this organizer's; any other organizer's is "not found".
-pub async fn find_owned(
-    db: &PgPool,
-    organizer_id: Uuid,
-    event_id: Uuid,
-) -> Result<EventDetail, AppError> {
-    let owner = sqlx::query_scalar!("SELECT organizer_id FROM events WHERE id = $1", event_id)
-        .fetch_optional(db)
-        .await?
-        .flatten();
-    if owner != Some(organizer_id) {
-        return Err(AppError::NotFound);
-    }
-    find(db, event_id).await?.ok_or(AppError::NotFound)
 }
 
 /// A published event, as buyers may see it.
@@ -327,11 +332,31 @@ pub async fn list_published_details(
     db: &PgPool,
     now: OffsetDateTime,
 ) -> Result<Vec<EventDetail>, AppError> {
+    list_details(db, None, now).await
+}
+
+/// One organizer's events, any status, with their ticket types.
+pub async fn list_details_for_organizer(
+    db: &PgPool,
+    organizer_id: Uuid,
+) -> Result<Vec<EventDetail>, AppError> {
+    list_details(db, Some(organizer_id), OffsetDateTime::UNIX_EPOCH).await
+}
+
+/// The same selection as [`list`], with ticket types attached.
+async fn list_details(
+    db: &PgPool,
+    organizer_id: Option<Uuid>,
+    now: OffsetDateTime,
+) -> Result<Vec<EventDetail>, AppError> {
     let events = sqlx::query_as!(
         Event,
         "SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at, status
-         FROM events WHERE status = 'published' AND starts_at > $1
+         FROM events
+         WHERE CASE WHEN $1::uuid IS NULL THEN status = 'published' AND starts_at > $2
+                    ELSE organizer_id = $1 END
          ORDER BY starts_at, id LIMIT 500",
+        organizer_id as Option<Uuid>,
         now,
     )
     .fetch_all(db)
@@ -344,6 +369,8 @@ pub async fn list_published_details(
     )
     .fetch_all(db)
     .await?;
+    let index: std::collections::HashMap<Uuid, usize> =
+        ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
     let mut details: Vec<EventDetail> = events
         .into_iter()
         .map(|event| EventDetail {
@@ -352,8 +379,8 @@ pub async fn list_published_details(
         })
         .collect();
     for row in rows {
-        if let Some(detail) = details.iter_mut().find(|d| d.event.id == row.event_id) {
-            detail.ticket_types.push(TicketType {
+        if let Some(&i) = index.get(&row.event_id) {
+            details[i].ticket_types.push(TicketType {
                 id: row.id,
                 name: row.name,
                 price_minor: row.price_minor,

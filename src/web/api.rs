@@ -99,11 +99,7 @@ pub async fn list_own_events(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
 ) -> ApiResult<Json<Value>> {
-    let summaries = db::events::list_for_organizer(&state.db, organizer.id).await?;
-    let mut events = Vec::with_capacity(summaries.len());
-    for summary in summaries {
-        events.push(db::events::find_owned(&state.db, organizer.id, summary.id).await?);
-    }
+    let events = db::events::list_details_for_organizer(&state.db, organizer.id).await?;
     Ok(Json(json!({ "events": events })))
 }
 
