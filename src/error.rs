@@ -1,15 +1,12 @@
-//! One error type for the whole app. Pages render it as HTML, the JSON API
-//! wraps it in [`ApiError`]; internal causes are logged, never shown.
+//! One error type for the whole app, and its tables: HTTP status, stable
+//! code, the field it concerns, and named Postgres constraints mapped to the
+//! 4xx a person should see. Rendering (HTML page or JSON body) is the web
+//! layer's job (`web::error`); this module knows nothing of axum or maud.
 
-use axum::{
-    Json,
-    http::{HeaderValue, StatusCode, header},
-    response::{IntoResponse, Response},
-};
-use serde_json::json;
+use http::StatusCode;
 use time::OffsetDateTime;
 
-use crate::domain::InvalidField;
+use crate::domain::{InvalidField, format_time};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -36,7 +33,7 @@ pub enum AppError {
         "Each buyer may hold at most {max} tickets of this type; this purchase would go beyond that."
     )]
     BuyerLimit { max: i32 },
-    #[error("The sale has not opened yet; it opens at {}.", crate::web::views::format_time(*.opens_at))]
+    #[error("The sale has not opened yet; it opens at {}.", format_time(*.opens_at))]
     SaleNotOpen { opens_at: OffsetDateTime },
     #[error("{0}")]
     SaleClosed(&'static str),
@@ -44,8 +41,6 @@ pub enum AppError {
     IdempotencyConflict,
     #[error("This order is already cancelled.")]
     AlreadyCancelled,
-    #[error("{0}")]
-    Conflict(String),
     #[error("That method is not allowed here.")]
     MethodNotAllowed,
     #[error("The request body is too large.")]
@@ -70,8 +65,7 @@ impl AppError {
             | Self::OrderLimit { .. }
             | Self::BuyerLimit { .. }
             | Self::IdempotencyConflict
-            | Self::AlreadyCancelled
-            | Self::Conflict(_) => StatusCode::CONFLICT,
+            | Self::AlreadyCancelled => StatusCode::CONFLICT,
             Self::SaleNotOpen { .. } | Self::SaleClosed(_) => StatusCode::FORBIDDEN,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -95,7 +89,6 @@ impl AppError {
             Self::SaleClosed(_) => "sale_closed",
             Self::IdempotencyConflict => "idempotency_conflict",
             Self::AlreadyCancelled => "already_cancelled",
-            Self::Conflict(_) => "conflict",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::PayloadTooLarge => "payload_too_large",
             Self::Overloaded => "overloaded",
@@ -117,30 +110,6 @@ impl AppError {
 
     pub fn internal(err: impl Into<anyhow::Error>) -> Self {
         Self::Internal(err.into())
-    }
-
-    fn log(&self) {
-        match self {
-            Self::Internal(cause) => tracing::error!(error = ?cause, "internal error"),
-            Self::Overloaded => tracing::warn!("shedding load: database pool exhausted"),
-            _ => {}
-        }
-    }
-
-    fn add_headers(&self, response: &mut Response) {
-        let headers = response.headers_mut();
-        match self {
-            Self::Overloaded => {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            }
-            Self::TooManyRequests { retry_after_secs } => {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
-            }
-            Self::Unauthorized => {
-                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            }
-            _ => {}
-        }
     }
 }
 
@@ -179,46 +148,5 @@ fn constraint_error(name: &str) -> Option<AppError> {
             invalid("sale_closes_at", "The sale must close after it opens.")
         }
         _ => None,
-    }
-}
-
-impl IntoResponse for AppError {
-    fn into_response(self) -> Response {
-        self.log();
-        let status = self.status();
-        let mut response = (
-            status,
-            crate::web::views::error_page(status, &self.to_string()),
-        )
-            .into_response();
-        self.add_headers(&mut response);
-        response
-    }
-}
-
-/// The JSON form of [`AppError`]: `{"error": {"code", "message", "field"}}`.
-#[derive(Debug)]
-pub struct ApiError(pub AppError);
-
-impl<E: Into<AppError>> From<E> for ApiError {
-    fn from(err: E) -> Self {
-        Self(err.into())
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let err = self.0;
-        err.log();
-        let body = json!({
-            "error": {
-                "code": err.code(),
-                "message": err.to_string(),
-                "field": err.field(),
-            }
-        });
-        let mut response = (err.status(), Json(body)).into_response();
-        err.add_headers(&mut response);
-        response
     }
 }

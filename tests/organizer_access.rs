@@ -1638,8 +1638,8 @@ async fn two_hundred_buyers_racing_the_owner_cancelling_the_event_leave_no_confi
     let tasks: Vec<_> = (0..buyers)
         .map(|i| {
             let request = PurchaseRequest {
-                event_id: Some(event.event_id),
-                ticket_type_id: event.ticket_type_ids[i % 2],
+                event_id: Some(event.event_id.into()),
+                ticket_type_id: event.ticket_type_ids[i % 2].into(),
                 quantity: Quantity::new(1 + (i as i64 / 2) % 2).unwrap(),
                 email: Email::parse(&format!("buyer{i}@example.org")).unwrap(),
                 idempotency_key: IdempotencyKey::parse(&format!("race-{i}")).unwrap(),

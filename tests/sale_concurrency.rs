@@ -15,7 +15,7 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 use stampede::{
-    domain::{Email, IdempotencyKey, Quantity},
+    domain::{Email, IdempotencyKey, OrderStatus, Quantity},
     error::AppError,
     sale::{self, Purchase, PurchaseRequest},
 };
@@ -26,7 +26,7 @@ use uuid::Uuid;
 fn request(ticket_type_id: Uuid, quantity: i64, email: &str, key: &str) -> PurchaseRequest {
     PurchaseRequest {
         event_id: None,
-        ticket_type_id,
+        ticket_type_id: ticket_type_id.into(),
         quantity: Quantity::new(quantity).unwrap(),
         email: Email::parse(email).unwrap(),
         idempotency_key: IdempotencyKey::parse(key).unwrap(),
@@ -123,7 +123,10 @@ async fn two_hundred_buyers_racing_for_ten_tickets_never_oversell(
     for (request, result) in &results {
         match result {
             Ok(Purchase::Created(order)) => {
-                assert!(answered.insert(order.id), "two answers name one order");
+                assert!(
+                    answered.insert(order.id.get()),
+                    "two answers name one order"
+                );
                 assert_eq!(order.quantity, request.quantity.get());
                 answered_quantity += i64::from(order.quantity);
             }
@@ -284,7 +287,7 @@ async fn the_same_idempotency_key_twenty_times_at_once_makes_one_order(
     assert_eq!(sold(&pool, tt).await, 2);
     let ids: BTreeSet<Uuid> = results
         .iter()
-        .map(|(_, r)| r.as_ref().expect("no error for a replay").order().id)
+        .map(|(_, r)| r.as_ref().expect("no error for a replay").order().id.get())
         .collect();
     assert_eq!(
         ids,
@@ -326,13 +329,13 @@ async fn a_cancelled_order_returns_its_tickets_exactly_once(pool: PgPool) {
     assert!(matches!(sold_out, Err(AppError::SoldOut)), "{sold_out:?}");
 
     let cancelled = sale::cancel(&pool, order.id).await.unwrap();
-    assert_eq!(cancelled.status, "cancelled");
+    assert_eq!(cancelled.status, OrderStatus::Cancelled);
     assert!(matches!(
         sale::cancel(&pool, order.id).await,
         Err(AppError::AlreadyCancelled)
     ));
     assert!(matches!(
-        sale::cancel(&pool, Uuid::new_v4()).await,
+        sale::cancel(&pool, Uuid::new_v4().into()).await,
         Err(AppError::NotFound)
     ));
     assert_eq!(remaining(&pool, tt).await, 5);
@@ -453,7 +456,7 @@ async fn changing_capacity_during_a_rush_keeps_the_books_balanced(
         }));
     }
     // The organizer raises the capacity to 80 in the middle of the rush.
-    let detail = stampede::db::events::find(&pool, fixture.event_id)
+    let detail = stampede::db::events::find(&pool, fixture.event_id.into())
         .await
         .unwrap()
         .unwrap();
@@ -483,7 +486,7 @@ async fn changing_capacity_during_a_rush_keeps_the_books_balanced(
             });
             stampede::db::events::update(
                 &pool,
-                fixture.organizer_id,
+                fixture.organizer_id.into(),
                 detail.event.id,
                 &input.parse().unwrap(),
             )

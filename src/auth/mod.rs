@@ -1,27 +1,29 @@
 //! Organizer accounts: passwords (argon2id, hashed off the async runtime),
-//! browser sessions and API tokens (stored as SHA-256 hashes).
-
-pub mod middleware;
+//! browser sessions and API tokens (stored as SHA-256 hashes). The rows are
+//! `db::organizers`; the HTTP middleware that requires a log-in is
+//! `web::auth`.
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
-use time::OffsetDateTime;
-use uuid::Uuid;
 
+pub use crate::db::organizers::{ApiToken, Organizer as CurrentOrganizer};
 use crate::{
-    domain::{Email, InvalidField},
+    db::organizers,
+    domain::{ApiTokenId, Email, InvalidField, OrganizerId},
     error::AppError,
 };
 
 /// The session key that holds the logged-in organizer's id.
 pub const SESSION_ORGANIZER: &str = "organizer_id";
 
-/// The organizer a request acts for, set by the auth middleware.
-#[derive(Debug, Clone)]
-pub struct CurrentOrganizer {
-    pub id: Uuid,
-    pub email: String,
+/// 32 random bytes as URL-safe base64 (43 characters): API tokens and CSRF
+/// tokens.
+pub fn random_token() -> String {
+    use base64::Engine as _;
+    let mut bytes = [0_u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// A password as typed at sign-up: long enough, not absurdly long.
@@ -102,25 +104,12 @@ pub async fn sign_up(
     password: NewPassword,
 ) -> Result<CurrentOrganizer, AppError> {
     let hash = hash_password(password).await?;
-    let id = sqlx::query_scalar!(
-        "INSERT INTO organizers (email, password_hash) VALUES ($1, $2)
-         ON CONFLICT ON CONSTRAINT organizers_email_unique DO NOTHING
-         RETURNING id",
-        email.as_str(),
-        hash,
-    )
-    .fetch_optional(db)
-    .await?;
-    match id {
-        Some(id) => Ok(CurrentOrganizer {
-            id,
-            email: email.to_string(),
-        }),
-        None => Err(AppError::Invalid(InvalidField::new(
+    organizers::insert(db, email, &hash).await?.ok_or_else(|| {
+        AppError::Invalid(InvalidField::new(
             "email",
             "An organizer with this email already exists; log in instead.",
-        ))),
-    }
+        ))
+    })
 }
 
 /// The organizer whose email and password these are, or `None`.
@@ -129,38 +118,17 @@ pub async fn log_in(
     email: &Email,
     password: &str,
 ) -> Result<Option<CurrentOrganizer>, AppError> {
-    let row = sqlx::query!(
-        "SELECT id, email, password_hash FROM organizers WHERE email = $1",
-        email.as_str()
-    )
-    .fetch_optional(db)
-    .await?;
-    let hash = row.as_ref().map(|r| r.password_hash.clone());
+    let row = organizers::with_password_hash(db, email).await?;
+    let hash = row.as_ref().map(|(_, hash)| hash.clone());
     let matches = verify_password(password.to_owned(), hash).await?;
-    Ok(row.filter(|_| matches).map(|r| CurrentOrganizer {
-        id: r.id,
-        email: r.email,
-    }))
+    Ok(row.filter(|_| matches).map(|(organizer, _)| organizer))
 }
 
-pub async fn find_organizer(db: &PgPool, id: Uuid) -> Result<Option<CurrentOrganizer>, AppError> {
-    Ok(sqlx::query_as!(
-        CurrentOrganizer,
-        "SELECT id, email FROM organizers WHERE id = $1",
-        id
-    )
-    .fetch_optional(db)
-    .await?)
-}
-
-#[derive(Debug, Clone)]
-pub struct ApiToken {
-    pub id: Uuid,
-    pub name: String,
-    pub prefix: String,
-    pub created_at: OffsetDateTime,
-    pub last_used_at: Option<OffsetDateTime>,
-    pub revoked_at: Option<OffsetDateTime>,
+pub async fn find_organizer(
+    db: &PgPool,
+    id: OrganizerId,
+) -> Result<Option<CurrentOrganizer>, AppError> {
+    organizers::find(db, id).await
 }
 
 fn token_hash(token: &str) -> Vec<u8> {
@@ -169,7 +137,11 @@ fn token_hash(token: &str) -> Vec<u8> {
 
 /// Create a token and return it: the only time its text exists outside the
 /// organizer's hands.
-pub async fn create_token(db: &PgPool, organizer_id: Uuid, name: &str) -> Result<String, AppError> {
+pub async fn create_token(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    name: &str,
+) -> Result<String, AppError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 100 {
         return Err(AppError::Invalid(InvalidField::new(
@@ -177,51 +149,25 @@ pub async fn create_token(db: &PgPool, organizer_id: Uuid, name: &str) -> Result
             "Give the token a name of 1 to 100 characters.",
         )));
     }
-    let mut secret = [0_u8; 32];
-    rand::rng().fill_bytes(&mut secret);
-    use base64::Engine as _;
-    let token = format!(
-        "stp_{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret)
-    );
+    let token = format!("stp_{}", random_token());
     let prefix: String = token.chars().take(10).collect();
-    sqlx::query!(
-        "INSERT INTO api_tokens (organizer_id, name, token_hash, prefix) VALUES ($1, $2, $3, $4)",
-        organizer_id,
-        name,
-        token_hash(&token),
-        prefix,
-    )
-    .execute(db)
-    .await?;
+    organizers::insert_token(db, organizer_id, name, &token_hash(&token), &prefix).await?;
     Ok(token)
 }
 
-pub async fn list_tokens(db: &PgPool, organizer_id: Uuid) -> Result<Vec<ApiToken>, AppError> {
-    Ok(sqlx::query_as!(
-        ApiToken,
-        "SELECT id, name, prefix, created_at, last_used_at, revoked_at FROM api_tokens
-         WHERE organizer_id = $1 ORDER BY created_at DESC LIMIT 200",
-        organizer_id,
-    )
-    .fetch_all(db)
-    .await?)
+pub async fn list_tokens(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+) -> Result<Vec<ApiToken>, AppError> {
+    organizers::list_tokens(db, organizer_id).await
 }
 
-pub async fn revoke_token(db: &PgPool, organizer_id: Uuid, token_id: Uuid) -> Result<(), AppError> {
-    let revoked = sqlx::query!(
-        "UPDATE api_tokens SET revoked_at = now()
-         WHERE id = $1 AND organizer_id = $2 AND revoked_at IS NULL",
-        token_id,
-        organizer_id,
-    )
-    .execute(db)
-    .await?;
-    if revoked.rows_affected() == 1 {
-        Ok(())
-    } else {
-        Err(AppError::NotFound)
-    }
+pub async fn revoke_token(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    token_id: ApiTokenId,
+) -> Result<(), AppError> {
+    organizers::revoke_token(db, organizer_id, token_id).await
 }
 
 /// The organizer a live (unrevoked) token belongs to.
@@ -229,16 +175,5 @@ pub async fn authenticate_token(
     db: &PgPool,
     token: &str,
 ) -> Result<Option<CurrentOrganizer>, AppError> {
-    Ok(sqlx::query_as!(
-        CurrentOrganizer,
-        "WITH used AS (
-             UPDATE api_tokens SET last_used_at = now()
-             WHERE token_hash = $1 AND revoked_at IS NULL
-             RETURNING organizer_id
-         )
-         SELECT o.id, o.email FROM organizers o JOIN used ON used.organizer_id = o.id",
-        token_hash(token),
-    )
-    .fetch_optional(db)
-    .await?)
+    organizers::by_token_hash(db, &token_hash(token)).await
 }

@@ -1,58 +1,48 @@
-use serde::Serialize;
+//! Events and their ticket types: create, edit, publish, read, list.
+
+use std::collections::HashMap;
+
 use sqlx::PgPool;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 use crate::{
-    domain::{EventStatus, InvalidField, NewEvent},
+    domain::{
+        EventId, EventStatus, InvalidField, NewEvent, NewTicketType, OrganizerId, SaleState,
+        SaleWindow, TicketTypeId,
+    },
     error::AppError,
 };
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Event {
-    pub id: Uuid,
+    pub id: EventId,
     pub title: String,
     pub description: String,
     pub venue: String,
-    #[serde(with = "time::serde::rfc3339")]
     pub starts_at: OffsetDateTime,
-    #[serde(with = "time::serde::rfc3339")]
     pub sale_opens_at: OffsetDateTime,
-    #[serde(with = "time::serde::rfc3339::option")]
     pub sale_closes_at: Option<OffsetDateTime>,
-    pub status: String,
+    pub status: EventStatus,
 }
 
 impl Event {
-    pub fn status(&self) -> EventStatus {
-        EventStatus::from_db(&self.status)
+    pub fn window(&self) -> SaleWindow {
+        SaleWindow {
+            status: self.status,
+            opens_at: self.sale_opens_at,
+            closes_at: self.sale_closes_at,
+        }
     }
 
     pub fn sale_state(&self, now: OffsetDateTime) -> SaleState {
-        match self.status() {
-            EventStatus::Draft => SaleState::Draft,
-            EventStatus::Cancelled => SaleState::Cancelled,
-            EventStatus::Published if now < self.sale_opens_at => SaleState::NotOpenYet,
-            EventStatus::Published if self.sale_closes_at.is_some_and(|c| now >= c) => {
-                SaleState::Closed
-            }
-            EventStatus::Published => SaleState::Open,
-        }
+        self.window().state(now)
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SaleState {
-    Draft,
-    NotOpenYet,
-    Open,
-    Closed,
-    Cancelled,
-}
-
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct TicketType {
-    pub id: Uuid,
+    pub id: TicketTypeId,
+    pub event_id: EventId,
     pub name: String,
     pub price_minor: i64,
     pub currency: String,
@@ -62,9 +52,9 @@ pub struct TicketType {
     pub max_per_buyer: i32,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// An event with its ticket types, in their order.
+#[derive(Debug, Clone)]
 pub struct EventDetail {
-    #[serde(flatten)]
     pub event: Event,
     pub ticket_types: Vec<TicketType>,
 }
@@ -73,26 +63,34 @@ impl EventDetail {
     pub fn sold_out(&self) -> bool {
         self.ticket_types.iter().all(|t| t.remaining == 0)
     }
+
+    /// Tickets of every type.
+    pub fn capacity(&self) -> i64 {
+        self.ticket_types
+            .iter()
+            .map(|t| i64::from(t.capacity))
+            .sum()
+    }
+
+    /// Tickets of every type still on sale.
+    pub fn remaining(&self) -> i64 {
+        self.ticket_types
+            .iter()
+            .map(|t| i64::from(t.remaining))
+            .sum()
+    }
 }
 
-#[derive(Debug, Clone)]
-pub struct EventSummary {
-    pub id: Uuid,
-    pub title: String,
-    pub venue: String,
-    pub starts_at: OffsetDateTime,
-    pub sale_opens_at: OffsetDateTime,
-    pub status: String,
-    pub capacity: i64,
-    pub remaining: i64,
-}
-
-pub async fn create(db: &PgPool, organizer_id: Uuid, new: &NewEvent) -> Result<Uuid, AppError> {
+pub async fn create(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    new: &NewEvent,
+) -> Result<EventId, AppError> {
     let mut tx = db.begin().await?;
-    let event_id = sqlx::query_scalar!(
+    let event_id: EventId = sqlx::query_scalar!(
         "INSERT INTO events (organizer_id, title, description, venue, starts_at, sale_opens_at, sale_closes_at, status)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
-        organizer_id,
+        organizer_id.get(),
         new.title,
         new.description,
         new.venue,
@@ -102,7 +100,8 @@ pub async fn create(db: &PgPool, organizer_id: Uuid, new: &NewEvent) -> Result<U
         new.status.as_str(),
     )
     .fetch_one(&mut *tx)
-    .await?;
+    .await?
+    .into();
     for (position, tt) in new.ticket_types.iter().enumerate() {
         insert_ticket_type(&mut tx, event_id, position as i32, tt).await?;
     }
@@ -113,15 +112,15 @@ pub async fn create(db: &PgPool, organizer_id: Uuid, new: &NewEvent) -> Result<U
 
 async fn insert_ticket_type(
     tx: &mut sqlx::PgConnection,
-    event_id: Uuid,
+    event_id: EventId,
     position: i32,
-    tt: &crate::domain::NewTicketType,
-) -> Result<Uuid, AppError> {
+    tt: &NewTicketType,
+) -> Result<TicketTypeId, AppError> {
     Ok(sqlx::query_scalar!(
         "INSERT INTO ticket_types
              (event_id, position, name, price_minor, currency, capacity, remaining, max_per_order, max_per_buyer)
          VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8) RETURNING id",
-        event_id,
+        event_id.get(),
         position,
         tt.name,
         tt.price.minor,
@@ -131,7 +130,8 @@ async fn insert_ticket_type(
         tt.max_per_buyer,
     )
     .fetch_one(tx)
-    .await?)
+    .await?
+    .into())
 }
 
 /// Replace an event's details and ticket types. A capacity change moves
@@ -139,8 +139,8 @@ async fn insert_ticket_type(
 /// sale; lowering it below what is sold is refused.
 pub async fn update(
     db: &PgPool,
-    organizer_id: Uuid,
-    event_id: Uuid,
+    organizer_id: OrganizerId,
+    event_id: EventId,
     new: &NewEvent,
 ) -> Result<(), AppError> {
     let mut tx = db.begin().await?;
@@ -148,8 +148,8 @@ pub async fn update(
         "UPDATE events SET title = $3, description = $4, venue = $5, starts_at = $6,
                 sale_opens_at = $7, sale_closes_at = $8, updated_at = now()
          WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'",
-        event_id,
-        organizer_id,
+        event_id.get(),
+        organizer_id.get(),
         new.title,
         new.description,
         new.venue,
@@ -173,8 +173,8 @@ pub async fn update(
                  position = $8, remaining = remaining + ($9 - capacity), capacity = $9
              WHERE id = $1 AND event_id = $2 AND remaining + ($9 - capacity) >= 0
              RETURNING id",
-            id,
-            event_id,
+            id.get(),
+            event_id.get(),
             tt.name,
             tt.price.minor,
             tt.price.currency.as_str(),
@@ -188,8 +188,8 @@ pub async fn update(
         if row.is_none() {
             let sold = sqlx::query_scalar!(
                 "SELECT capacity - remaining FROM ticket_types WHERE id = $1 AND event_id = $2",
-                id,
-                event_id
+                id.get(),
+                event_id.get()
             )
             .fetch_optional(&mut *tx)
             .await?
@@ -213,15 +213,15 @@ pub async fn update(
 /// Publish or unpublish; cancelling is `sale::cancel_event`.
 pub async fn set_status(
     db: &PgPool,
-    organizer_id: Uuid,
-    event_id: Uuid,
+    organizer_id: OrganizerId,
+    event_id: EventId,
     status: EventStatus,
 ) -> Result<(), AppError> {
     let updated = sqlx::query!(
         "UPDATE events SET status = $3, updated_at = now()
          WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'",
-        event_id,
-        organizer_id,
+        event_id.get(),
+        organizer_id.get(),
         status.as_str(),
     )
     .execute(db)
@@ -234,15 +234,15 @@ pub async fn set_status(
 }
 
 /// One event with its ticket types, whatever its status.
-pub async fn find(db: &PgPool, event_id: Uuid) -> Result<Option<EventDetail>, AppError> {
+pub async fn find(db: &PgPool, event_id: EventId) -> Result<Option<EventDetail>, AppError> {
     find_where(db, event_id, None).await
 }
 
 /// An event of this organizer's; any other organizer's is "not found".
 pub async fn find_owned(
     db: &PgPool,
-    organizer_id: Uuid,
-    event_id: Uuid,
+    organizer_id: OrganizerId,
+    event_id: EventId,
 ) -> Result<EventDetail, AppError> {
     find_where(db, event_id, Some(organizer_id))
         .await?
@@ -252,37 +252,26 @@ pub async fn find_owned(
 /// One event with its ticket types, if it exists (and has this owner).
 async fn find_where(
     db: &PgPool,
-    event_id: Uuid,
-    owner: Option<Uuid>,
+    event_id: EventId,
+    owner: Option<OrganizerId>,
 ) -> Result<Option<EventDetail>, AppError> {
     let event = sqlx::query_as!(
         Event,
-        "SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at, status
-         FROM events WHERE id = $1 AND ($2::uuid IS NULL OR organizer_id = $2)",
-        event_id,
-        owner as Option<Uuid>,
+        r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
+                  status AS "status: EventStatus"
+           FROM events WHERE id = $1 AND ($2::uuid IS NULL OR organizer_id = $2)"#,
+        event_id.get(),
+        owner.map(OrganizerId::get),
     )
     .fetch_optional(db)
     .await?;
-    let Some(event) = event else { return Ok(None) };
-    let ticket_types = sqlx::query_as!(
-        TicketType,
-        "SELECT id, name, price_minor, currency, capacity, remaining, max_per_order, max_per_buyer
-         FROM ticket_types WHERE event_id = $1 ORDER BY position, created_at",
-        event_id,
-    )
-    .fetch_all(db)
-    .await?;
-    Ok(Some(EventDetail {
-        event,
-        ticket_types,
-    }))
+    Ok(with_ticket_types(db, Vec::from_iter(event)).await?.pop())
 }
 
 /// A published event, as buyers may see it.
-pub async fn find_published(db: &PgPool, event_id: Uuid) -> Result<EventDetail, AppError> {
+pub async fn find_published(db: &PgPool, event_id: EventId) -> Result<EventDetail, AppError> {
     match find(db, event_id).await? {
-        Some(detail) if detail.event.status() != EventStatus::Draft => Ok(detail),
+        Some(detail) if detail.event.status != EventStatus::Draft => Ok(detail),
         _ => Err(AppError::NotFound),
     }
 }
@@ -291,86 +280,54 @@ pub async fn find_published(db: &PgPool, event_id: Uuid) -> Result<EventDetail, 
 pub async fn list_published(
     db: &PgPool,
     now: OffsetDateTime,
-) -> Result<Vec<EventSummary>, AppError> {
+) -> Result<Vec<EventDetail>, AppError> {
     list(db, None, now).await
 }
 
 /// One organizer's events, whatever their status.
 pub async fn list_for_organizer(
     db: &PgPool,
-    organizer_id: Uuid,
-) -> Result<Vec<EventSummary>, AppError> {
+    organizer_id: OrganizerId,
+) -> Result<Vec<EventDetail>, AppError> {
     list(db, Some(organizer_id), OffsetDateTime::UNIX_EPOCH).await
 }
 
-/// Published upcoming events for buyers, or every event of one organizer.
+/// Published upcoming events for buyers, or every event of one organizer,
+/// with their ticket types, in two queries.
 async fn list(
     db: &PgPool,
-    organizer_id: Option<Uuid>,
-    now: OffsetDateTime,
-) -> Result<Vec<EventSummary>, AppError> {
-    Ok(sqlx::query_as!(
-        EventSummary,
-        r#"SELECT e.id, e.title, e.venue, e.starts_at, e.sale_opens_at, e.status,
-                  COALESCE(SUM(t.capacity), 0)::int8 AS "capacity!",
-                  COALESCE(SUM(t.remaining), 0)::int8 AS "remaining!"
-           FROM events e LEFT JOIN ticket_types t ON t.event_id = e.id
-           WHERE CASE WHEN $1::uuid IS NULL THEN e.status = 'published' AND e.starts_at > $2
-                      ELSE e.organizer_id = $1 END
-           GROUP BY e.id
-           ORDER BY e.starts_at, e.id
-           LIMIT 500"#,
-        organizer_id as Option<Uuid>,
-        now,
-    )
-    .fetch_all(db)
-    .await?)
-}
-
-/// Published upcoming events with their ticket types, in two queries.
-pub async fn list_published_details(
-    db: &PgPool,
-    now: OffsetDateTime,
-) -> Result<Vec<EventDetail>, AppError> {
-    list_details(db, None, now).await
-}
-
-/// One organizer's events, any status, with their ticket types.
-pub async fn list_details_for_organizer(
-    db: &PgPool,
-    organizer_id: Uuid,
-) -> Result<Vec<EventDetail>, AppError> {
-    list_details(db, Some(organizer_id), OffsetDateTime::UNIX_EPOCH).await
-}
-
-/// The same selection as [`list`], with ticket types attached.
-async fn list_details(
-    db: &PgPool,
-    organizer_id: Option<Uuid>,
+    organizer_id: Option<OrganizerId>,
     now: OffsetDateTime,
 ) -> Result<Vec<EventDetail>, AppError> {
     let events = sqlx::query_as!(
         Event,
-        "SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at, status
-         FROM events
-         WHERE CASE WHEN $1::uuid IS NULL THEN status = 'published' AND starts_at > $2
-                    ELSE organizer_id = $1 END
-         ORDER BY starts_at, id LIMIT 500",
-        organizer_id as Option<Uuid>,
+        r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
+                  status AS "status: EventStatus"
+           FROM events
+           WHERE CASE WHEN $1::uuid IS NULL THEN status = 'published' AND starts_at > $2
+                      ELSE organizer_id = $1 END
+           ORDER BY starts_at, id LIMIT 500"#,
+        organizer_id.map(OrganizerId::get),
         now,
     )
     .fetch_all(db)
     .await?;
-    let ids: Vec<Uuid> = events.iter().map(|e| e.id).collect();
-    let rows = sqlx::query!(
-        "SELECT event_id, id, name, price_minor, currency, capacity, remaining, max_per_order, max_per_buyer
+    with_ticket_types(db, events).await
+}
+
+/// Attach each event's ticket types, read in one query.
+async fn with_ticket_types(db: &PgPool, events: Vec<Event>) -> Result<Vec<EventDetail>, AppError> {
+    let ids: Vec<_> = events.iter().map(|e| e.id.get()).collect();
+    let ticket_types = sqlx::query_as!(
+        TicketType,
+        "SELECT id, event_id, name, price_minor, currency, capacity, remaining, max_per_order, max_per_buyer
          FROM ticket_types WHERE event_id = ANY($1) ORDER BY position, created_at",
         &ids,
     )
     .fetch_all(db)
     .await?;
-    let index: std::collections::HashMap<Uuid, usize> =
-        ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    let index: HashMap<EventId, usize> =
+        events.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
     let mut details: Vec<EventDetail> = events
         .into_iter()
         .map(|event| EventDetail {
@@ -378,18 +335,9 @@ async fn list_details(
             ticket_types: Vec::new(),
         })
         .collect();
-    for row in rows {
-        if let Some(&i) = index.get(&row.event_id) {
-            details[i].ticket_types.push(TicketType {
-                id: row.id,
-                name: row.name,
-                price_minor: row.price_minor,
-                currency: row.currency,
-                capacity: row.capacity,
-                remaining: row.remaining,
-                max_per_order: row.max_per_order,
-                max_per_buyer: row.max_per_buyer,
-            });
+    for tt in ticket_types {
+        if let Some(&i) = index.get(&tt.event_id) {
+            details[i].ticket_types.push(tt);
         }
     }
     Ok(details)

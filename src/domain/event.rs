@@ -2,40 +2,13 @@ use time::{
     OffsetDateTime, PrimitiveDateTime, format_description::well_known::Rfc3339,
     macros::format_description,
 };
-use uuid::Uuid;
 
-use super::{Currency, ForField, InvalidField, MAX_QUANTITY, Money};
+use super::{Currency, EventStatus, ForField, InvalidField, MAX_QUANTITY, Money, TicketTypeId};
 
 pub const MAX_TICKET_TYPES: usize = 20;
 pub const MAX_CAPACITY: i64 = 1_000_000;
 pub const MAX_PER_BUYER: i64 = 10_000;
 const DEFAULT_MAX_PER_ORDER: i64 = 10;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventStatus {
-    Draft,
-    Published,
-    Cancelled,
-}
-
-impl EventStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Draft => "draft",
-            Self::Published => "published",
-            Self::Cancelled => "cancelled",
-        }
-    }
-
-    /// What the database stores; unknown text is treated as a draft (hidden).
-    pub fn from_db(s: &str) -> Self {
-        match s {
-            "published" => Self::Published,
-            "cancelled" => Self::Cancelled,
-            _ => Self::Draft,
-        }
-    }
-}
 
 /// An event as typed by an organizer (form) or sent by a script (API):
 /// text everywhere, parsed by [`EventInput::parse`].
@@ -54,7 +27,7 @@ pub struct EventInput {
 #[derive(Debug, Clone, Default)]
 pub struct TicketTypeInput {
     /// Set when editing an existing ticket type.
-    pub id: Option<Uuid>,
+    pub id: Option<TicketTypeId>,
     pub name: String,
     /// Decimal ("12.50") from forms; minor units from the API.
     pub price: String,
@@ -91,7 +64,7 @@ pub struct NewEvent {
 pub struct NewTicketType {
     /// The row of the input it came from, for error messages.
     pub row: usize,
-    pub id: Option<Uuid>,
+    pub id: Option<TicketTypeId>,
     pub name: String,
     pub price: Money,
     pub capacity: i32,

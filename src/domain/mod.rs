@@ -1,19 +1,33 @@
-//! Domain types: every value from a form or an API body is parsed into one of
-//! these before anything touches the database. A parse error names its field.
+//! Domain types and rules, without I/O: every value from a form or an API
+//! body is parsed into one of these before anything touches the database (a
+//! parse error names its field); ids, statuses, the sale window, and the
+//! arithmetic of the dashboard's search, pages and chart.
 
 mod email;
 mod event;
+mod format;
 mod idempotency;
+mod ids;
 mod money;
+mod order_search;
 mod quantity;
+mod sale_window;
+mod sales_chart;
+mod status;
 
 pub use email::Email;
-pub use event::{
-    EventInput, EventStatus, MAX_TICKET_TYPES, NewEvent, NewTicketType, TicketTypeInput,
-};
+pub use event::{EventInput, MAX_TICKET_TYPES, NewEvent, NewTicketType, TicketTypeInput};
+pub use format::{decimal_price, format_price, format_time};
 pub use idempotency::IdempotencyKey;
-pub use money::{Currency, Money, decimal_price, format_price};
+pub use ids::{ApiTokenId, EventId, OrderId, OrganizerId, TicketTypeId};
+pub use money::{Currency, Money};
+pub use order_search::{
+    MAX_QUERY_CHARS, ORDERS_PER_PAGE, OrderSearch, contains_pattern, normalise_query, page_count,
+};
 pub use quantity::{MAX_QUANTITY, Quantity};
+pub use sale_window::{SaleState, SaleWindow};
+pub use sales_chart::{Bucket, MAX_CHART_POINTS, SalesChart, SalesPoint};
+pub use status::{EventStatus, OrderStatus};
 
 /// One invalid input field: which one, and a sentence a person can act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

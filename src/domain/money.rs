@@ -1,5 +1,7 @@
 use std::fmt;
 
+use super::format_price;
+
 /// ISO 4217 code, three upper-case letters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Currency(String);
@@ -62,20 +64,6 @@ impl Money {
     }
 }
 
-/// Render minor units as "12.50 EUR", or "Free".
-pub fn format_price(minor: i64, currency: &str) -> String {
-    if minor == 0 {
-        "Free".into()
-    } else {
-        format!("{}.{:02} {currency}", minor / 100, minor % 100)
-    }
-}
-
-/// Minor units as the organizer form shows them: "12.50".
-pub fn decimal_price(minor: i64) -> String {
-    format!("{}.{:02}", minor / 100, minor % 100)
-}
-
 impl fmt::Display for Money {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&format_price(self.minor, self.currency.as_str()))
@@ -98,11 +86,5 @@ mod tests {
         for raw in ["", "-1", "1.234", "abc", "1,50", ".5", "99999999999"] {
             assert!(Money::parse_decimal(raw, eur()).is_err(), "{raw:?}");
         }
-    }
-
-    #[test]
-    fn formats_prices() {
-        assert_eq!(format_price(1250, "EUR"), "12.50 EUR");
-        assert_eq!(format_price(0, "EUR"), "Free");
     }
 }

@@ -7,26 +7,33 @@
 //! 2. add the quantity to the buyer's holdings with a conditional upsert
 //!    (the per-buyer limit, enforced on one row per buyer and ticket type);
 //! 3. the conditional `UPDATE ticket_types SET remaining = remaining - $n
-//!    WHERE id = $1 AND remaining - $n >= 0` plus the sale window and the
-//!    `sales_halted` flag — exactly one row, or roll back. It runs last, so the hot row stays locked only
-//!    for the commit.
+//!    WHERE id = $1 AND remaining - $n >= 0` plus the sale window
+//!    (`sale_open(...)`, the SQL twin of `domain::SaleWindow`) and the
+//!    `sales_halted` flag — exactly one row, or roll back. It runs last, so
+//!    the hot row stays locked only for the commit.
 //!
 //! A blocked UPDATE re-checks its WHERE clause against the row version that
 //! the other transaction committed, so no interleaving can oversell. There
 //! are no application-side locks: any number of instances may share one
-//! database. Before the transaction, one read (the key's order, if any, and
-//! the ticket type's state) replays earlier purchases and refuses requests
-//! that cannot succeed (not open, too many, sold out) without a write; the
-//! transaction re-checks everything itself.
+//! database. Before the transaction, one read ([`check::SaleCheck`]: the
+//! key's order, if any, and the ticket type's state) replays earlier
+//! purchases and refuses requests that cannot succeed (not open, too many,
+//! sold out) without a write; the transaction re-checks everything itself.
+//!
+//! Cancelling orders and events is [`cancel`].
+
+mod cancel;
+mod check;
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
 use tracing::Instrument;
-use uuid::Uuid;
+
+pub use cancel::{cancel, cancel_event};
+use check::SaleCheck;
 
 use crate::{
-    db,
-    domain::{Email, EventStatus, IdempotencyKey, Quantity},
+    domain::{Email, EventId, IdempotencyKey, OrderId, OrderStatus, Quantity, TicketTypeId},
     error::AppError,
 };
 
@@ -34,23 +41,23 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct PurchaseRequest {
     /// Set when buying from an event's page: the ticket type must belong to it.
-    pub event_id: Option<Uuid>,
-    pub ticket_type_id: Uuid,
+    pub event_id: Option<EventId>,
+    pub ticket_type_id: TicketTypeId,
     pub quantity: Quantity,
     pub email: Email,
     pub idempotency_key: IdempotencyKey,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+/// An order row, as the sale path and the API see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Order {
-    pub id: Uuid,
-    pub ticket_type_id: Uuid,
+    pub id: OrderId,
+    pub ticket_type_id: TicketTypeId,
     pub email: String,
     pub quantity: i32,
-    pub status: String,
+    pub status: OrderStatus,
     pub unit_price_minor: i64,
     pub currency: String,
-    #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }
 
@@ -103,12 +110,14 @@ async fn purchase_inner(
     // One snapshot answers both "was this key used?" and "can this succeed?":
     // a twin request either committed (we see its order) or did not (we see
     // its tickets still in stock and meet it at the INSERT below).
-    let (existing, info) = precheck(db, request).await?;
-    if let Some(existing) = existing {
+    let Some(check) = SaleCheck::load(db, request).await? else {
+        return replay_by_key(db, request).await;
+    };
+    if let Some(existing) = check.existing_order {
+        let existing = find_by_id(db, existing).await?.ok_or(AppError::NotFound)?;
         return replay(existing, request);
     }
-    let info = info.ok_or(AppError::NotFound)?;
-    info.refusal(now, request.quantity)?;
+    check.refusal(now, request.quantity)?;
 
     let mut tx = db.begin().await?;
     let quantity = request.quantity.get();
@@ -119,8 +128,9 @@ async fn purchase_inner(
         r#"INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency)
            SELECT t.id, $2, $3, $4, t.price_minor, t.currency FROM ticket_types t WHERE t.id = $1
            ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
-           RETURNING id, ticket_type_id, email, quantity, status, unit_price_minor, currency, created_at"#,
-        request.ticket_type_id,
+           RETURNING id, ticket_type_id, email, quantity, status AS "status: OrderStatus",
+                     unit_price_minor, currency, created_at"#,
+        request.ticket_type_id.get(),
         request.email.as_str(),
         quantity,
         request.idempotency_key.as_str(),
@@ -129,16 +139,13 @@ async fn purchase_inner(
     .await?;
     let Some(order) = order else {
         tx.rollback().await?;
-        return match find_by_key(db, &request.email, &request.idempotency_key).await? {
-            Some(existing) => replay(existing, request),
-            None => Err(AppError::NotFound),
-        };
+        return replay_by_key(db, request).await;
     };
 
     // One ticket row per seat, each with its own code for the door.
     sqlx::query!(
         "INSERT INTO tickets (order_id, position) SELECT $1, generate_series(1, $2)",
-        order.id,
+        order.id.get(),
         quantity,
     )
     .execute(&mut *tx)
@@ -154,7 +161,7 @@ async fn purchase_inner(
                WHERE buyer_holdings.quantity + EXCLUDED.quantity
                      <= (SELECT max_per_buyer FROM ticket_types WHERE id = EXCLUDED.ticket_type_id)
            RETURNING quantity"#,
-        request.ticket_type_id,
+        request.ticket_type_id.get(),
         request.email.as_str(),
         quantity,
     )
@@ -163,7 +170,7 @@ async fn purchase_inner(
     if held.is_none() {
         tx.rollback().await?;
         return Err(AppError::BuyerLimit {
-            max: info.max_per_buyer,
+            max: check.max_per_buyer,
         });
     }
 
@@ -173,10 +180,9 @@ async fn purchase_inner(
            FROM events e
            WHERE t.id = $1 AND t.remaining - $2 >= 0
              AND $2 <= t.max_per_order AND NOT t.sales_halted
-             AND e.id = t.event_id AND e.status = 'published'
-             AND e.sale_opens_at <= $3 AND (e.sale_closes_at IS NULL OR e.sale_closes_at > $3)
+             AND e.id = t.event_id AND sale_open(e.status, e.sale_opens_at, e.sale_closes_at, $3)
            RETURNING t.remaining"#,
-        request.ticket_type_id,
+        request.ticket_type_id.get(),
         quantity,
         now,
     )
@@ -184,13 +190,13 @@ async fn purchase_inner(
     .await?;
     if remaining.is_none() {
         tx.rollback().await?;
-        let info = SaleInfo::load(db, request.ticket_type_id)
+        let check = SaleCheck::load(db, request)
             .await?
             .ok_or(AppError::NotFound)?;
-        info.refusal(now, request.quantity)?;
+        check.refusal(now, request.quantity)?;
         // Everything looks fine again: tickets came back after we lost a race.
         return Err(AppError::NotEnoughLeft {
-            remaining: info.remaining,
+            remaining: check.remaining,
         });
     }
     tx.commit().await?;
@@ -198,217 +204,42 @@ async fn purchase_inner(
     Ok(Purchase::Created(order))
 }
 
-/// Cancel a confirmed order and return its tickets to sale, in one
-/// transaction. The status check in the UPDATE makes a second cancel (even a
-/// concurrent one) a no-op that reports [`AppError::AlreadyCancelled`].
-#[tracing::instrument(skip(db))]
-pub async fn cancel(db: &PgPool, order_id: Uuid) -> Result<Order, AppError> {
-    let mut tx = db.begin().await?;
-    let order = sqlx::query_as!(
-        Order,
-        r#"UPDATE orders SET status = 'cancelled', cancelled_at = now()
-           WHERE id = $1 AND status = 'confirmed'
-           RETURNING id, ticket_type_id, email, quantity, status, unit_price_minor, currency, created_at"#,
-        order_id,
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(order) = order else {
-        tx.rollback().await?;
-        return match find_by_id(db, order_id).await? {
-            Some(_) => Err(AppError::AlreadyCancelled),
-            None => Err(AppError::NotFound),
-        };
-    };
-    sqlx::query!(
-        "UPDATE buyer_holdings SET quantity = quantity - $3 WHERE ticket_type_id = $1 AND email = $2",
-        order.ticket_type_id,
-        order.email,
-        order.quantity,
-    )
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query!(
-        "UPDATE ticket_types SET remaining = remaining + $2 WHERE id = $1",
-        order.ticket_type_id,
-        order.quantity,
-    )
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(order)
+/// How to find one order: by its id, or by its buyer and idempotency key.
+#[derive(Debug, Clone, Copy)]
+pub enum OrderRef<'a> {
+    Id(OrderId),
+    Key(&'a Email, &'a IdempotencyKey),
 }
 
-/// The buyer's order for this key, if any, and the ticket type's sale
-/// state, read in one statement (one snapshot, one round trip).
-async fn precheck(
-    db: &PgPool,
-    request: &PurchaseRequest,
-) -> Result<(Option<Order>, Option<SaleInfo>), AppError> {
-    let row = sqlx::query!(
-        r#"SELECT o.id AS "order_id?", o.ticket_type_id AS "order_ticket_type_id?", o.email AS "order_email?",
-                  o.quantity AS "order_quantity?", o.status AS "order_status?",
-                  o.unit_price_minor AS "order_unit_price_minor?", o.currency AS "order_currency?",
-                  o.created_at AS "order_created_at?",
-                  t.remaining AS "remaining?", t.max_per_order AS "max_per_order?",
-                  t.max_per_buyer AS "max_per_buyer?", e.status AS "event_status?",
-                  e.sale_opens_at AS "sale_opens_at?", e.sale_closes_at
-           FROM (VALUES (1)) AS one (x)
-           LEFT JOIN orders o ON o.email = $2 AND o.idempotency_key = $3
-           LEFT JOIN ticket_types t ON t.id = $1 AND ($4::uuid IS NULL OR t.event_id = $4)
-           LEFT JOIN events e ON e.id = t.event_id"#,
-        request.ticket_type_id,
-        request.email.as_str(),
-        request.idempotency_key.as_str(),
-        request.event_id as Option<Uuid>,
-    )
-    .fetch_one(db)
-    .await?;
-    let order = match (
-        row.order_id,
-        row.order_ticket_type_id,
-        row.order_email,
-        row.order_quantity,
-        row.order_status,
-        row.order_unit_price_minor,
-        row.order_currency,
-        row.order_created_at,
-    ) {
-        (
-            Some(id),
-            Some(ticket_type_id),
-            Some(email),
-            Some(quantity),
-            Some(status),
-            Some(unit_price_minor),
-            Some(currency),
-            Some(created_at),
-        ) => Some(Order {
-            id,
-            ticket_type_id,
-            email,
-            quantity,
-            status,
-            unit_price_minor,
-            currency,
-            created_at,
-        }),
-        _ => None,
+/// The one read of an order row.
+pub async fn find(db: &PgPool, by: OrderRef<'_>) -> Result<Option<Order>, AppError> {
+    let (id, email, key) = match by {
+        OrderRef::Id(id) => (Some(id.get()), None, None),
+        OrderRef::Key(email, key) => (None, Some(email.as_str()), Some(key.as_str())),
     };
-    let info = match (
-        row.remaining,
-        row.max_per_order,
-        row.max_per_buyer,
-        row.event_status,
-        row.sale_opens_at,
-    ) {
-        (
-            Some(remaining),
-            Some(max_per_order),
-            Some(max_per_buyer),
-            Some(status),
-            Some(sale_opens_at),
-        ) => Some(SaleInfo {
-            remaining,
-            max_per_order,
-            max_per_buyer,
-            status,
-            sale_opens_at,
-            sale_closes_at: row.sale_closes_at,
-        }),
-        _ => None,
-    };
-    Ok((order, info))
-}
-
-/// Cancel an event: stop its sales, then cancel every live order and return
-/// the tickets. Two transactions, each taking its locks in the order that
-/// purchases and order cancellations do (orders, then buyer holdings, then
-/// the ticket type), so neither can deadlock with them:
-/// 1. mark the event cancelled and set `sales_halted` on its ticket types.
-///    Taking those row locks waits for purchases holding them to commit;
-///    purchases that come later re-check `sales_halted` and refuse;
-/// 2. cancel the live orders, zero the buyers' holdings and restore
-///    `remaining`. No purchase can succeed any more, so this is final; it
-///    is safe to repeat, and calling this again finishes an interrupted run.
-#[tracing::instrument(skip(db))]
-pub async fn cancel_event(
-    db: &PgPool,
-    organizer_id: Uuid,
-    event_id: Uuid,
-) -> Result<u64, AppError> {
-    db::events::find_owned(db, organizer_id, event_id).await?;
-
-    let mut tx = db.begin().await?;
-    sqlx::query!(
-        "UPDATE events SET status = 'cancelled', updated_at = now()
-         WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'",
-        event_id,
-        organizer_id,
-    )
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query!(
-        "UPDATE ticket_types SET sales_halted = true WHERE event_id = $1 AND NOT sales_halted",
-        event_id
-    )
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-
-    let mut tx = db.begin().await?;
-    let cancelled = sqlx::query!(
-        "UPDATE orders o SET status = 'cancelled', cancelled_at = now()
-         FROM ticket_types t
-         WHERE t.id = o.ticket_type_id AND t.event_id = $1 AND o.status = 'confirmed'",
-        event_id,
-    )
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    sqlx::query!(
-        "UPDATE buyer_holdings h SET quantity = 0 FROM ticket_types t
-         WHERE t.id = h.ticket_type_id AND t.event_id = $1 AND h.quantity <> 0",
-        event_id,
-    )
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query!(
-        "UPDATE ticket_types SET remaining = capacity WHERE event_id = $1",
-        event_id
-    )
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    tracing::info!(%event_id, cancelled, "event cancelled");
-    Ok(cancelled)
-}
-
-pub async fn find_by_id(db: &PgPool, order_id: Uuid) -> Result<Option<Order>, AppError> {
     Ok(sqlx::query_as!(
         Order,
-        "SELECT id, ticket_type_id, email, quantity, status, unit_price_minor, currency, created_at
-         FROM orders WHERE id = $1",
-        order_id,
+        r#"SELECT id, ticket_type_id, email, quantity, status AS "status: OrderStatus",
+                  unit_price_minor, currency, created_at
+           FROM orders WHERE id = $1 OR (email = $2 AND idempotency_key = $3)"#,
+        id,
+        email,
+        key,
     )
     .fetch_optional(db)
     .await?)
 }
 
-async fn find_by_key(
-    db: &PgPool,
-    email: &Email,
-    key: &IdempotencyKey,
-) -> Result<Option<Order>, AppError> {
-    Ok(sqlx::query_as!(
-        Order,
-        "SELECT id, ticket_type_id, email, quantity, status, unit_price_minor, currency, created_at
-         FROM orders WHERE email = $1 AND idempotency_key = $2",
-        email.as_str(),
-        key.as_str(),
-    )
-    .fetch_optional(db)
-    .await?)
+pub async fn find_by_id(db: &PgPool, order_id: OrderId) -> Result<Option<Order>, AppError> {
+    find(db, OrderRef::Id(order_id)).await
+}
+
+/// The buyer's earlier order for this key, replayed, or "not found".
+async fn replay_by_key(db: &PgPool, request: &PurchaseRequest) -> Result<Purchase, AppError> {
+    match find(db, OrderRef::Key(&request.email, &request.idempotency_key)).await? {
+        Some(existing) => replay(existing, request),
+        None => Err(AppError::NotFound),
+    }
 }
 
 fn replay(existing: Order, request: &PurchaseRequest) -> Result<Purchase, AppError> {
@@ -418,63 +249,5 @@ fn replay(existing: Order, request: &PurchaseRequest) -> Result<Purchase, AppErr
         Ok(Purchase::Replayed(existing))
     } else {
         Err(AppError::IdempotencyConflict)
-    }
-}
-
-/// What decides whether a purchase may go ahead, read in one query.
-#[derive(Debug)]
-struct SaleInfo {
-    remaining: i32,
-    max_per_order: i32,
-    max_per_buyer: i32,
-    status: String,
-    sale_opens_at: OffsetDateTime,
-    sale_closes_at: Option<OffsetDateTime>,
-}
-
-impl SaleInfo {
-    async fn load(db: &PgPool, ticket_type_id: Uuid) -> Result<Option<Self>, AppError> {
-        Ok(sqlx::query_as!(
-            SaleInfo,
-            "SELECT t.remaining, t.max_per_order, t.max_per_buyer, e.status, e.sale_opens_at, e.sale_closes_at
-             FROM ticket_types t JOIN events e ON e.id = t.event_id
-             WHERE t.id = $1",
-            ticket_type_id,
-        )
-        .fetch_optional(db)
-        .await?)
-    }
-
-    /// Why this purchase cannot succeed now, if it cannot.
-    fn refusal(&self, now: OffsetDateTime, quantity: Quantity) -> Result<(), AppError> {
-        match EventStatus::from_db(&self.status) {
-            EventStatus::Draft => return Err(AppError::NotFound),
-            EventStatus::Cancelled => {
-                return Err(AppError::SaleClosed("This event was cancelled."));
-            }
-            EventStatus::Published => {}
-        }
-        if now < self.sale_opens_at {
-            return Err(AppError::SaleNotOpen {
-                opens_at: self.sale_opens_at,
-            });
-        }
-        if self.sale_closes_at.is_some_and(|closes| now >= closes) {
-            return Err(AppError::SaleClosed("The sale for this event has closed."));
-        }
-        if quantity.get() > self.max_per_order {
-            return Err(AppError::OrderLimit {
-                max: self.max_per_order,
-            });
-        }
-        if self.remaining == 0 {
-            return Err(AppError::SoldOut);
-        }
-        if self.remaining < quantity.get() {
-            return Err(AppError::NotEnoughLeft {
-                remaining: self.remaining,
-            });
-        }
-        Ok(())
     }
 }

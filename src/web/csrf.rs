@@ -8,6 +8,8 @@
 //! does not match the cookie is refused with 403 before any handler runs.
 //! The JSON API is exempt: it authenticates with bearer tokens, not cookies.
 
+use super::{AppState, MAX_BODY_BYTES};
+use crate::{auth::random_token, error::AppError};
 use axum::{
     body::{Body, to_bytes},
     extract::{FromRequestParts, Request, State},
@@ -15,10 +17,6 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use rand::RngCore;
-
-use super::{AppState, MAX_BODY_BYTES};
-use crate::error::AppError;
 
 pub const COOKIE: &str = "stampede_csrf";
 pub const FIELD: &str = "csrf_token";
@@ -55,13 +53,6 @@ fn cookie_token(parts: &Parts) -> Option<String> {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         })
-}
-
-fn fresh_token() -> String {
-    use base64::Engine as _;
-    let mut bytes = [0_u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// Comparison whose time does not depend on where the strings differ.
@@ -105,7 +96,7 @@ pub async fn protect(State(state): State<AppState>, request: Request, next: Next
 
     let (token, fresh) = match existing {
         Some(token) => (token, false),
-        None => (fresh_token(), true),
+        None => (random_token(), true),
     };
     parts.extensions.insert(CsrfToken(token.clone()));
     let mut response = next.run(Request::from_parts(parts, body)).await;

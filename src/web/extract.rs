@@ -9,10 +9,8 @@ use axum::{
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
-use crate::{
-    domain::InvalidField,
-    error::{ApiError, AppError},
-};
+use super::error::ApiError;
+use crate::{domain::InvalidField, error::AppError};
 
 /// A JSON body; a bad one is answered with the field it got wrong.
 pub struct ApiJson<T>(pub T);
@@ -32,19 +30,24 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             )
             .into());
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                AppError::PayloadTooLarge
-            } else {
-                AppError::BadRequest(rejection.body_text())
-            }
-        })?;
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|r| body_rejected(r.status(), r.body_text()))?;
         let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(&mut deserializer).map_err(json_error)?;
         deserializer
             .end()
             .map_err(|err| AppError::BadRequest(format!("Malformed JSON: {err}")))?;
         Ok(Self(value))
+    }
+}
+
+/// A body axum could not read: too large (413), or malformed (400).
+fn body_rejected(status: StatusCode, text: String) -> AppError {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        AppError::PayloadTooLarge
+    } else {
+        AppError::BadRequest(text)
     }
 }
 
@@ -91,20 +94,16 @@ impl<S: Send + Sync> FromRequest<S> for FormFields {
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let Form(fields) = Form::<Vec<(String, String)>>::from_request(req, state)
             .await
-            .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    AppError::PayloadTooLarge
-                } else {
-                    AppError::BadRequest(rejection.body_text())
-                }
-            })?;
+            .map_err(|r| body_rejected(r.status(), r.body_text()))?;
         Ok(Self(fields))
     }
 }
 
 /// Ids in paths: anything that is not a UUID simply does not exist.
-pub fn parse_id(raw: &str) -> Result<Uuid, AppError> {
-    Uuid::parse_str(raw).map_err(|_| AppError::NotFound)
+pub fn parse_id<Id: From<Uuid>>(raw: &str) -> Result<Id, AppError> {
+    Uuid::parse_str(raw)
+        .map(Id::from)
+        .map_err(|_| AppError::NotFound)
 }
 
 /// What every page needs besides its own data: the CSRF token for its forms

@@ -3,14 +3,19 @@
 mod account;
 mod api;
 mod assets;
+mod auth;
 pub mod csrf;
 mod dashboard;
+pub mod error;
+mod export;
 mod extract;
 mod organizer;
 mod pages;
+mod state;
 pub mod views;
 
-use std::{sync::Arc, time::Duration};
+pub use error::ApiError;
+pub use state::{AppState, Limits, session_store};
 
 use axum::{
     Router,
@@ -18,10 +23,9 @@ use axum::{
     extract::{DefaultBodyLimit, State},
     http::{HeaderName, HeaderValue, Request, StatusCode, header},
     middleware,
-    response::{IntoResponse, Response},
+    response::IntoResponse,
     routing::{get, post},
 };
-use sqlx::PgPool;
 use tower::{ServiceBuilder, limit::GlobalConcurrencyLimitLayer};
 use tower_http::{
     compression::CompressionLayer,
@@ -32,79 +36,11 @@ use tower_http::{
     trace::TraceLayer,
 };
 use tower_sessions::{Expiry, SessionManagerLayer, cookie::SameSite};
-use tower_sessions_sqlx_store::PostgresStore;
 
-use crate::{
-    auth,
-    clock::{Clock, SystemClock},
-    error::{ApiError, AppError},
-};
+use crate::error::AppError;
 
 /// Largest request body accepted anywhere; forms and JSON are small.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
-
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub max_in_flight: usize,
-    pub request_timeout: Duration,
-    /// Log-in attempts per client address: a burst, then one per period.
-    pub login_burst: u32,
-    pub login_period: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_in_flight: 2048,
-            request_timeout: Duration::from_secs(15),
-            login_burst: 10,
-            login_period: Duration::from_secs(6),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub struct AppState {
-    pub db: PgPool,
-    pub clock: Arc<dyn Clock>,
-    pub limits: Limits,
-    /// Mark cookies `Secure` (serve over https).
-    pub secure_cookies: bool,
-}
-
-impl AppState {
-    pub fn new(db: PgPool) -> Self {
-        Self {
-            db,
-            clock: Arc::new(SystemClock),
-            limits: Limits::default(),
-            secure_cookies: false,
-        }
-    }
-
-    pub fn with_clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Arc::new(clock);
-        self
-    }
-
-    pub fn with_limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    pub fn with_secure_cookies(mut self, secure: bool) -> Self {
-        self.secure_cookies = secure;
-        self
-    }
-}
-
-/// The session store: the `sessions` table from migrations/.
-pub fn session_store(db: PgPool) -> PostgresStore {
-    PostgresStore::new(db)
-        .with_schema_name("public")
-        .and_then(|store| store.with_table_name("sessions"))
-        .expect("constant, valid identifiers")
-}
 
 pub fn app(state: AppState) -> Router {
     let limits = state.limits;
@@ -159,7 +95,7 @@ pub fn app(state: AppState) -> Router {
         )
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
-            auth::middleware::require_session,
+            auth::require_session,
         ));
     let organizer_api = Router::new()
         .route(
@@ -168,7 +104,7 @@ pub fn app(state: AppState) -> Router {
         )
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
-            auth::middleware::require_token,
+            auth::require_token,
         ));
     let api = Router::new()
         .route("/api/v1/events", get(api::list_events))
@@ -219,8 +155,8 @@ pub fn app(state: AppState) -> Router {
         .merge(api)
         .route("/static/{file}", get(assets::serve))
         .route("/healthz", get(health))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(error::not_found)
+        .method_not_allowed_fallback(error::method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), csrf::protect))
         .layer(sessions)
         .with_state(state)
@@ -240,7 +176,7 @@ pub fn app(state: AppState) -> Router {
                 .layer(security_headers)
                 .layer(CompressionLayer::new())
                 // Overload: refuse at once with 503 rather than queue unboundedly.
-                .layer(HandleErrorLayer::new(overloaded))
+                .layer(HandleErrorLayer::new(error::overloaded))
                 .load_shed()
                 // Global: `Router::layer` applies a layer to each route, and a
                 // plain concurrency limit would then count per route.
@@ -276,35 +212,7 @@ fn rate_limited(router: Router<AppState>, limits: Limits) -> Router<AppState> {
     )
 }
 
-async fn overloaded(_: tower::BoxError) -> Response {
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        [(header::RETRY_AFTER, "1")],
-        "Stampede is very busy right now; please try again in a moment.",
-    )
-        .into_response()
-}
-
-async fn health(State(state): State<AppState>) -> Result<&'static str, AppError> {
-    sqlx::query_scalar!("SELECT 1 AS \"one!\"")
-        .fetch_one(&state.db)
-        .await?;
+async fn health(State(db): State<sqlx::PgPool>) -> Result<&'static str, AppError> {
+    crate::db::ping(&db).await?;
     Ok("ok")
-}
-
-/// API paths answer in JSON, pages in HTML.
-fn respond(uri: &axum::http::Uri, err: AppError) -> Response {
-    if uri.path().starts_with("/api/") {
-        ApiError(err).into_response()
-    } else {
-        err.into_response()
-    }
-}
-
-async fn not_found(uri: axum::http::Uri) -> Response {
-    respond(&uri, AppError::NotFound)
-}
-
-async fn method_not_allowed(uri: axum::http::Uri) -> Response {
-    respond(&uri, AppError::MethodNotAllowed)
 }

@@ -7,7 +7,6 @@ use axum::{
     response::{IntoResponse, Redirect, Response},
 };
 use maud::Markup;
-use uuid::Uuid;
 
 use super::{
     AppState,
@@ -19,11 +18,8 @@ use super::{
 };
 use crate::{
     auth::CurrentOrganizer,
-    db::{
-        self,
-        events::{EventDetail, SaleState},
-    },
-    domain::{EventInput, EventStatus, TicketTypeInput, decimal_price},
+    db::{self, events::EventDetail},
+    domain::{EventId, EventInput, EventStatus, SaleState, TicketTypeInput, decimal_price},
     error::AppError,
     sale,
 };
@@ -135,7 +131,7 @@ pub async fn cancel(
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
 ) -> Result<Redirect, AppError> {
-    let event_id = parse_id(&id)?;
+    let event_id: EventId = parse_id(&id)?;
     sale::cancel_event(&state.db, organizer.id, event_id).await?;
     Ok(Redirect::to(&format!("/organizer/events/{event_id}")))
 }
@@ -146,7 +142,7 @@ async fn set_status(
     id: &str,
     status: EventStatus,
 ) -> Result<Redirect, AppError> {
-    let event_id = parse_id(id)?;
+    let event_id: EventId = parse_id(id)?;
     db::events::set_status(&state.db, organizer.id, event_id, status).await?;
     Ok(Redirect::to(&format!("/organizer/events/{event_id}")))
 }
@@ -154,7 +150,7 @@ async fn set_status(
 /// The form again, as typed, with the reason it was refused.
 fn refill(
     ctx: &PageContext,
-    event: Option<(Uuid, SaleState)>,
+    event: Option<(EventId, SaleState)>,
     input: &EventInput,
     err: AppError,
 ) -> Result<Response, AppError> {
@@ -225,7 +221,7 @@ fn input_from(detail: &EventDetail) -> EventInput {
             .sale_closes_at
             .map(views::datetime_local)
             .unwrap_or_default(),
-        status: event.status.clone(),
+        status: event.status.as_str().to_owned(),
         ticket_types: detail
             .ticket_types
             .iter()

@@ -5,7 +5,6 @@ use axum::{
     response::{IntoResponse, Redirect, Response},
 };
 use maud::Markup;
-use uuid::Uuid;
 
 use super::{
     AppState,
@@ -14,7 +13,9 @@ use super::{
 };
 use crate::{
     db,
-    domain::{Email, ForField, IdempotencyKey, InvalidField, Quantity},
+    domain::{
+        Email, EventId, ForField, IdempotencyKey, InvalidField, OrderId, Quantity, TicketTypeId,
+    },
     error::AppError,
     sale::{self, PurchaseRequest},
 };
@@ -45,7 +46,7 @@ pub async fn buy(
     Path(id): Path<String>,
     fields: FormFields,
 ) -> Result<Response, AppError> {
-    let event_id = parse_id(&id)?;
+    let event_id: EventId = parse_id(&id)?;
     let mut form = BuyForm {
         ticket_type_id: fields.get("ticket_type_id").to_owned(),
         quantity: fields.get("quantity").to_owned(),
@@ -77,9 +78,9 @@ pub async fn buy(
     Ok((err.status(), views::events::page(&ctx, &detail, now, &form)).into_response())
 }
 
-fn purchase_request(event_id: Uuid, form: &BuyForm) -> Result<PurchaseRequest, InvalidField> {
-    let ticket_type_id = Uuid::parse_str(form.ticket_type_id.trim())
-        .map_err(|_| InvalidField::new("ticket_type_id", "Choose a ticket type."))?;
+fn purchase_request(event_id: EventId, form: &BuyForm) -> Result<PurchaseRequest, InvalidField> {
+    let ticket_type_id = TicketTypeId::parse(&form.ticket_type_id)
+        .ok_or_else(|| InvalidField::new("ticket_type_id", "Choose a ticket type."))?;
     Ok(PurchaseRequest {
         event_id: Some(event_id),
         ticket_type_id,
@@ -95,7 +96,7 @@ pub async fn order(
     ctx: PageContext,
     Path(id): Path<String>,
 ) -> Result<Markup, AppError> {
-    let order_id = parse_id(&id)?;
+    let order_id: OrderId = parse_id(&id)?;
     let (order, tickets) = tokio::try_join!(
         db::orders::page(&state.db, order_id),
         db::orders::tickets(&state.db, order_id)
@@ -107,7 +108,7 @@ pub async fn cancel(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Redirect, AppError> {
-    let order_id = parse_id(&id)?;
+    let order_id: OrderId = parse_id(&id)?;
     match sale::cancel(&state.db, order_id).await {
         // A double click on "Cancel" lands on the cancelled order as well.
         Ok(_) | Err(AppError::AlreadyCancelled) => Ok(Redirect::to(&format!("/orders/{order_id}"))),

@@ -131,14 +131,14 @@ pub async fn event_with_window(
     };
     let new = input.parse().expect("valid fixture event");
     let organizer_id = fixture_organizer(pool).await;
-    let event_id = db::events::create(pool, organizer_id, &new)
+    let event_id = db::events::create(pool, organizer_id.into(), &new)
         .await
         .expect("create event");
     let detail = db::events::find(pool, event_id).await.unwrap().unwrap();
     Fixture {
         organizer_id,
-        event_id,
-        ticket_type_ids: detail.ticket_types.iter().map(|t| t.id).collect(),
+        event_id: event_id.get(),
+        ticket_type_ids: detail.ticket_types.iter().map(|t| t.id.get()).collect(),
     }
 }
 
@@ -436,7 +436,7 @@ impl TestApp {
             .fetch_one(&pool)
             .await
             .unwrap();
-        let api_token = stampede::auth::create_token(&pool, id, "tests")
+        let api_token = stampede::auth::create_token(&pool, id.into(), "tests")
             .await
             .unwrap();
         Organizer {

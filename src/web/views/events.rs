@@ -4,11 +4,11 @@ use time::OffsetDateTime;
 use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
 use crate::web::extract::PageContext;
 use crate::{
-    db::events::{EventDetail, EventSummary, SaleState, TicketType},
-    domain::format_price,
+    db::events::{EventDetail, TicketType},
+    domain::{SaleState, format_price},
 };
 
-pub fn index(ctx: &PageContext, events: &[EventSummary]) -> Markup {
+pub fn index(ctx: &PageContext, events: &[EventDetail]) -> Markup {
     layout(
         ctx,
         "Events",
@@ -18,15 +18,16 @@ pub fn index(ctx: &PageContext, events: &[EventSummary]) -> Markup {
                 p.empty { "No events on sale yet. Organizers can create one under " a href="/organizer" { "Organizer" } "." }
             } @else {
                 ul.event-list {
-                    @for event in events {
+                    @for detail in events {
+                        @let event = &detail.event;
                         li.card {
                             h2 { a href={ "/events/" (event.id) } { (event.title) } }
                             p.meta { (format_time(event.starts_at)) " · " (event.venue) }
                             p {
-                                @if event.remaining == 0 {
+                                @if detail.remaining() == 0 {
                                     span.badge.sold-out { "Sold out" }
                                 } @else {
-                                    span.badge { (event.remaining) " of " (event.capacity) " left" }
+                                    span.badge { (detail.remaining()) " of " (detail.capacity()) " left" }
                                 }
                                 " Sale opens " (format_time(event.sale_opens_at))
                             }

@@ -2,6 +2,7 @@
 //! `PreEscaped`.
 
 pub mod account;
+mod chart;
 pub mod dashboard;
 pub mod events;
 pub mod orders;
@@ -12,6 +13,7 @@ use maud::{DOCTYPE, Markup, html};
 use time::{OffsetDateTime, macros::format_description};
 
 use super::{assets, csrf, extract::PageContext};
+pub use crate::domain::format_time;
 
 /// The page frame shared by every page.
 pub fn layout(ctx: &PageContext, title: &str, body: Markup) -> Markup {
@@ -66,16 +68,6 @@ pub fn error_page(status: StatusCode, message: &str) -> Markup {
             }
         },
     )
-}
-
-/// "Mon 1 Mar 2027, 19:30 UTC".
-pub fn format_time(t: OffsetDateTime) -> String {
-    let format = format_description!(
-        "[weekday repr:short] [day padding:none] [month repr:short] [year], [hour]:[minute] UTC"
-    );
-    t.to_offset(time::UtcOffset::UTC)
-        .format(format)
-        .unwrap_or_else(|_| t.to_string())
 }
 
 /// The value for a `datetime-local` input.

@@ -4,11 +4,11 @@ use super::{csrf_field, format_time, layout};
 use crate::web::extract::PageContext;
 use crate::{
     db::orders::{OrderPage, Ticket},
-    domain::format_price,
+    domain::{OrderStatus, format_price},
 };
 
 pub fn page(ctx: &PageContext, order: &OrderPage, tickets: &[Ticket]) -> Markup {
-    let confirmed = order.status == "confirmed";
+    let confirmed = order.status == OrderStatus::Confirmed;
     let total = order.unit_price_minor * i64::from(order.quantity);
     layout(
         ctx,

@@ -1,14 +1,13 @@
 use maud::{Markup, html};
-use uuid::Uuid;
 
 use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
 use crate::web::extract::PageContext;
 use crate::{
-    db::events::{EventSummary, SaleState},
-    domain::{EventInput, TicketTypeInput},
+    db::events::EventDetail,
+    domain::{EventId, EventInput, SaleState, TicketTypeInput},
 };
 
-pub fn index(ctx: &PageContext, events: &[EventSummary]) -> Markup {
+pub fn index(ctx: &PageContext, events: &[EventDetail]) -> Markup {
     layout(
         ctx,
         "Your events",
@@ -23,12 +22,13 @@ pub fn index(ctx: &PageContext, events: &[EventSummary]) -> Markup {
                 table.events {
                     thead { tr { th { "Event" } th { "Starts" } th { "Status" } th { "Sold" } } }
                     tbody {
-                        @for event in events {
+                        @for detail in events {
+                            @let event = &detail.event;
                             tr {
                                 td { a href={ "/organizer/events/" (event.id) } { (event.title) } }
                                 td { (format_time(event.starts_at)) }
                                 td { span.badge { (event.status) } }
-                                td { (event.capacity - event.remaining) " / " (event.capacity) }
+                                td { (detail.capacity() - detail.remaining()) " / " (detail.capacity()) }
                             }
                         }
                     }
@@ -40,7 +40,7 @@ pub fn index(ctx: &PageContext, events: &[EventSummary]) -> Markup {
 
 /// The create/edit form. `event` is set when editing.
 pub struct EventForm<'a> {
-    pub event: Option<(Uuid, SaleState)>,
+    pub event: Option<(EventId, SaleState)>,
     pub input: &'a EventInput,
     pub error: Option<FormError>,
 }
@@ -160,7 +160,7 @@ pub enum EventPage {
 
 /// The event's status and what can be done with it: publish or unpublish,
 /// edit (or back to the dashboard), cancel. A cancelled event is final.
-pub fn status_bar(ctx: &PageContext, id: Uuid, state: SaleState, page: EventPage) -> Markup {
+pub fn status_bar(ctx: &PageContext, id: EventId, state: SaleState, page: EventPage) -> Markup {
     let cancelled = state == SaleState::Cancelled;
     html! {
         div.status-bar.card {

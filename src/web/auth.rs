@@ -7,24 +7,26 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Redirect, Response},
 };
+use sqlx::PgPool;
 use tower_sessions::Session;
 
-use super::{CurrentOrganizer, SESSION_ORGANIZER, authenticate_token, find_organizer};
+use super::error::ApiError;
 use crate::{
-    error::{ApiError, AppError},
-    web::AppState,
+    auth::{CurrentOrganizer, SESSION_ORGANIZER, authenticate_token, find_organizer},
+    domain::OrganizerId,
+    error::AppError,
 };
 
 /// Pages: the session's organizer, or a redirect to the log-in page that
 /// comes back here afterwards.
 pub async fn require_session(
-    State(state): State<AppState>,
+    State(db): State<PgPool>,
     session: Session,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let organizer = match session.get::<uuid::Uuid>(SESSION_ORGANIZER).await {
-        Ok(Some(id)) => find_organizer(&state.db, id).await,
+    let organizer = match session.get::<OrganizerId>(SESSION_ORGANIZER).await {
+        Ok(Some(id)) => find_organizer(&db, id).await,
         Ok(None) => Ok(None),
         Err(err) => Err(AppError::internal(err)),
     };
@@ -45,11 +47,7 @@ pub async fn require_session(
 }
 
 /// API: `Authorization: Bearer <token>`, or 401.
-pub async fn require_token(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+pub async fn require_token(State(db): State<PgPool>, mut request: Request, next: Next) -> Response {
     let token = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -59,7 +57,7 @@ pub async fn require_token(
         .filter(|t| !t.is_empty())
         .map(str::to_owned);
     let organizer: Result<Option<CurrentOrganizer>, AppError> = match token {
-        Some(token) => authenticate_token(&state.db, &token).await,
+        Some(token) => authenticate_token(&db, &token).await,
         None => Ok(None),
     };
     match organizer {

@@ -1,0 +1,145 @@
+//! Organizer accounts and API tokens. Hashing passwords and minting tokens
+//! is `auth`'s job; this is only their storage.
+
+use sqlx::PgPool;
+use time::OffsetDateTime;
+
+use crate::{
+    domain::{ApiTokenId, Email, OrganizerId},
+    error::AppError,
+};
+
+/// An organizer account: who a session or a token acts for.
+#[derive(Debug, Clone)]
+pub struct Organizer {
+    pub id: OrganizerId,
+    pub email: String,
+}
+
+/// A row of the settings page; the token itself is never stored.
+#[derive(Debug, Clone)]
+pub struct ApiToken {
+    pub id: ApiTokenId,
+    pub name: String,
+    pub prefix: String,
+    pub created_at: OffsetDateTime,
+    pub last_used_at: Option<OffsetDateTime>,
+    pub revoked_at: Option<OffsetDateTime>,
+}
+
+/// A new account, or `None` when the email is taken.
+pub async fn insert(
+    db: &PgPool,
+    email: &Email,
+    password_hash: &str,
+) -> Result<Option<Organizer>, AppError> {
+    Ok(sqlx::query_as!(
+        Organizer,
+        "INSERT INTO organizers (email, password_hash) VALUES ($1, $2)
+         ON CONFLICT ON CONSTRAINT organizers_email_unique DO NOTHING
+         RETURNING id, email",
+        email.as_str(),
+        password_hash,
+    )
+    .fetch_optional(db)
+    .await?)
+}
+
+/// The account with this email and its password hash.
+pub async fn with_password_hash(
+    db: &PgPool,
+    email: &Email,
+) -> Result<Option<(Organizer, String)>, AppError> {
+    let row = sqlx::query!(
+        "SELECT id, email, password_hash FROM organizers WHERE email = $1",
+        email.as_str()
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(row.map(|r| {
+        let organizer = Organizer {
+            id: r.id.into(),
+            email: r.email,
+        };
+        (organizer, r.password_hash)
+    }))
+}
+
+pub async fn find(db: &PgPool, id: OrganizerId) -> Result<Option<Organizer>, AppError> {
+    Ok(sqlx::query_as!(
+        Organizer,
+        "SELECT id, email FROM organizers WHERE id = $1",
+        id.get()
+    )
+    .fetch_optional(db)
+    .await?)
+}
+
+pub async fn insert_token(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    name: &str,
+    token_hash: &[u8],
+    prefix: &str,
+) -> Result<(), AppError> {
+    sqlx::query!(
+        "INSERT INTO api_tokens (organizer_id, name, token_hash, prefix) VALUES ($1, $2, $3, $4)",
+        organizer_id.get(),
+        name,
+        token_hash,
+        prefix,
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+pub async fn list_tokens(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+) -> Result<Vec<ApiToken>, AppError> {
+    Ok(sqlx::query_as!(
+        ApiToken,
+        "SELECT id, name, prefix, created_at, last_used_at, revoked_at FROM api_tokens
+         WHERE organizer_id = $1 ORDER BY created_at DESC LIMIT 200",
+        organizer_id.get(),
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+pub async fn revoke_token(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    token_id: ApiTokenId,
+) -> Result<(), AppError> {
+    let revoked = sqlx::query!(
+        "UPDATE api_tokens SET revoked_at = now()
+         WHERE id = $1 AND organizer_id = $2 AND revoked_at IS NULL",
+        token_id.get(),
+        organizer_id.get(),
+    )
+    .execute(db)
+    .await?;
+    if revoked.rows_affected() == 1 {
+        Ok(())
+    } else {
+        Err(AppError::NotFound)
+    }
+}
+
+/// The organizer a live (unrevoked) token hash belongs to; marks it used.
+pub async fn by_token_hash(db: &PgPool, token_hash: &[u8]) -> Result<Option<Organizer>, AppError> {
+    Ok(sqlx::query_as!(
+        Organizer,
+        "WITH used AS (
+             UPDATE api_tokens SET last_used_at = now()
+             WHERE token_hash = $1 AND revoked_at IS NULL
+             RETURNING organizer_id
+         )
+         SELECT o.id, o.email FROM organizers o JOIN used ON used.organizer_id = o.id",
+        token_hash,
+    )
+    .fetch_optional(db)
+    .await?)
+}

@@ -1,0 +1,84 @@
+//! The read before the sale transaction: what decides whether a purchase
+//! may go ahead, and whether its key was already used, in one query.
+
+use sqlx::PgPool;
+use time::OffsetDateTime;
+
+use super::PurchaseRequest;
+use crate::{
+    domain::{EventStatus, OrderId, Quantity, SaleState, SaleWindow},
+    error::AppError,
+};
+
+#[derive(Debug)]
+pub(super) struct SaleCheck {
+    /// The buyer's order for this idempotency key, if there is one.
+    pub existing_order: Option<OrderId>,
+    pub remaining: i32,
+    pub max_per_order: i32,
+    pub max_per_buyer: i32,
+    pub window: SaleWindow,
+}
+
+impl SaleCheck {
+    /// `None` when the ticket type does not exist (or, when the request
+    /// names an event, is not one of its ticket types).
+    pub async fn load(db: &PgPool, request: &PurchaseRequest) -> Result<Option<Self>, AppError> {
+        let row = sqlx::query!(
+            r#"SELECT (SELECT o.id FROM orders o WHERE o.email = $2 AND o.idempotency_key = $3)
+                          AS "existing_order?",
+                      t.remaining, t.max_per_order, t.max_per_buyer,
+                      e.status AS "status: EventStatus", e.sale_opens_at, e.sale_closes_at
+               FROM ticket_types t JOIN events e ON e.id = t.event_id
+               WHERE t.id = $1 AND ($4::uuid IS NULL OR t.event_id = $4)"#,
+            request.ticket_type_id.get(),
+            request.email.as_str(),
+            request.idempotency_key.as_str(),
+            request.event_id.map(|id| id.get()),
+        )
+        .fetch_optional(db)
+        .await?;
+        Ok(row.map(|row| Self {
+            existing_order: row.existing_order.map(OrderId::from),
+            remaining: row.remaining,
+            max_per_order: row.max_per_order,
+            max_per_buyer: row.max_per_buyer,
+            window: SaleWindow {
+                status: row.status,
+                opens_at: row.sale_opens_at,
+                closes_at: row.sale_closes_at,
+            },
+        }))
+    }
+
+    /// Why this purchase cannot succeed now, if it cannot.
+    pub fn refusal(&self, now: OffsetDateTime, quantity: Quantity) -> Result<(), AppError> {
+        match self.window.state(now) {
+            SaleState::Draft => return Err(AppError::NotFound),
+            SaleState::Cancelled => return Err(AppError::SaleClosed("This event was cancelled.")),
+            SaleState::NotOpenYet => {
+                return Err(AppError::SaleNotOpen {
+                    opens_at: self.window.opens_at,
+                });
+            }
+            SaleState::Closed => {
+                return Err(AppError::SaleClosed("The sale for this event has closed."));
+            }
+            SaleState::Open => {}
+        }
+        if quantity.get() > self.max_per_order {
+            return Err(AppError::OrderLimit {
+                max: self.max_per_order,
+            });
+        }
+        if self.remaining == 0 {
+            return Err(AppError::SoldOut);
+        }
+        if self.remaining < quantity.get() {
+            return Err(AppError::NotEnoughLeft {
+                remaining: self.remaining,
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,101 @@
+//! JSON API under /api/v1. Errors: `{"error": {"code", "message", "field"}}`.
+
+use axum::{
+    Extension, Json,
+    extract::{Path, State},
+    http::StatusCode,
+};
+
+mod wire;
+
+use wire::{CreateEvent, CreateOrder, EventBody, EventList, OrderBody};
+
+use super::{
+    AppState,
+    error::ApiError,
+    extract::{ApiJson, parse_id},
+};
+use crate::{
+    auth::CurrentOrganizer,
+    db,
+    domain::{Email, ForField, IdempotencyKey, Quantity},
+    error::AppError,
+    sale::{self, Purchase, PurchaseRequest},
+};
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// `POST /api/v1/organizer/events` → 201 with the event and its ticket types.
+pub async fn create_event(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    ApiJson(body): ApiJson<CreateEvent>,
+) -> ApiResult<(StatusCode, Json<EventBody>)> {
+    let new = body.into_input().parse()?;
+    let id = db::events::create(&state.db, organizer.id, &new).await?;
+    let detail = db::events::find(&state.db, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    Ok((StatusCode::CREATED, Json(detail.into())))
+}
+
+/// `GET /api/v1/organizer/events`: the caller's own events, any status.
+pub async fn list_own_events(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+) -> ApiResult<Json<EventList>> {
+    let events = db::events::list_for_organizer(&state.db, organizer.id).await?;
+    Ok(Json(events.into()))
+}
+
+pub async fn list_events(State(state): State<AppState>) -> ApiResult<Json<EventList>> {
+    let events = db::events::list_published(&state.db, state.clock.now()).await?;
+    Ok(Json(events.into()))
+}
+
+pub async fn get_event(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<EventBody>> {
+    let detail = db::events::find_published(&state.db, parse_id(&id)?).await?;
+    Ok(Json(detail.into()))
+}
+
+/// `POST /api/v1/orders` → 201 with a new order, 200 with the same order
+/// when the buyer's idempotency key was already used for this purchase.
+pub async fn create_order(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<CreateOrder>,
+) -> ApiResult<(StatusCode, Json<OrderBody>)> {
+    let request = PurchaseRequest {
+        event_id: None,
+        ticket_type_id: body.ticket_type_id,
+        quantity: Quantity::new(body.quantity).for_field("quantity")?,
+        email: Email::parse(&body.email).for_field("email")?,
+        idempotency_key: IdempotencyKey::parse(&body.idempotency_key)
+            .for_field("idempotency_key")?,
+    };
+    Ok(
+        match sale::purchase(&state.db, state.clock.now(), &request).await? {
+            Purchase::Created(order) => (StatusCode::CREATED, Json(order.into())),
+            Purchase::Replayed(order) => (StatusCode::OK, Json(order.into())),
+        },
+    )
+}
+
+pub async fn get_order(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<OrderBody>> {
+    let order = sale::find_by_id(&state.db, parse_id(&id)?)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    Ok(Json(order.into()))
+}
+
+pub async fn cancel_order(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<OrderBody>> {
+    Ok(Json(sale::cancel(&state.db, parse_id(&id)?).await?.into()))
+}

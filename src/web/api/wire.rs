@@ -1,0 +1,181 @@
+//! The JSON API's bodies, apart from the rows they are built from: what
+//! clients send (parsed into domain types by the handlers) and what they get.
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::{
+    db::events::{EventDetail, TicketType},
+    domain::{EventId, EventInput, OrderId, OrderStatus, TicketTypeId, TicketTypeInput},
+    sale::Order,
+};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateEvent {
+    title: String,
+    #[serde(default)]
+    description: String,
+    venue: String,
+    starts_at: String,
+    sale_opens_at: String,
+    #[serde(default)]
+    sale_closes_at: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+    ticket_types: Vec<CreateTicketType>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTicketType {
+    name: String,
+    price_minor: i64,
+    currency: String,
+    capacity: i64,
+    #[serde(default)]
+    max_per_order: Option<i64>,
+    #[serde(default)]
+    max_per_buyer: Option<i64>,
+}
+
+impl CreateEvent {
+    pub fn into_input(self) -> EventInput {
+        let number = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_default();
+        EventInput {
+            title: self.title,
+            description: self.description,
+            venue: self.venue,
+            starts_at: self.starts_at,
+            sale_opens_at: self.sale_opens_at,
+            sale_closes_at: self.sale_closes_at.unwrap_or_default(),
+            status: self.status.unwrap_or_default(),
+            ticket_types: self
+                .ticket_types
+                .into_iter()
+                .map(|tt| TicketTypeInput {
+                    id: None,
+                    name: tt.name,
+                    price: tt.price_minor.to_string(),
+                    price_is_minor: true,
+                    currency: tt.currency,
+                    capacity: tt.capacity.to_string(),
+                    max_per_order: number(tt.max_per_order),
+                    max_per_buyer: number(tt.max_per_buyer),
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateOrder {
+    pub ticket_type_id: TicketTypeId,
+    pub quantity: i64,
+    pub email: String,
+    pub idempotency_key: String,
+}
+
+/// An event with its ticket types.
+#[derive(Debug, Serialize)]
+pub struct EventBody {
+    id: EventId,
+    title: String,
+    description: String,
+    venue: String,
+    #[serde(with = "time::serde::rfc3339")]
+    starts_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    sale_opens_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    sale_closes_at: Option<OffsetDateTime>,
+    status: &'static str,
+    ticket_types: Vec<TicketTypeBody>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TicketTypeBody {
+    id: TicketTypeId,
+    name: String,
+    price_minor: i64,
+    currency: String,
+    capacity: i32,
+    remaining: i32,
+    max_per_order: i32,
+    max_per_buyer: i32,
+}
+
+impl From<EventDetail> for EventBody {
+    fn from(detail: EventDetail) -> Self {
+        let event = detail.event;
+        Self {
+            id: event.id,
+            title: event.title,
+            description: event.description,
+            venue: event.venue,
+            starts_at: event.starts_at,
+            sale_opens_at: event.sale_opens_at,
+            sale_closes_at: event.sale_closes_at,
+            status: event.status.as_str(),
+            ticket_types: detail.ticket_types.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<TicketType> for TicketTypeBody {
+    fn from(tt: TicketType) -> Self {
+        Self {
+            id: tt.id,
+            name: tt.name,
+            price_minor: tt.price_minor,
+            currency: tt.currency,
+            capacity: tt.capacity,
+            remaining: tt.remaining,
+            max_per_order: tt.max_per_order,
+            max_per_buyer: tt.max_per_buyer,
+        }
+    }
+}
+
+/// `{"events": [...]}`.
+#[derive(Debug, Serialize)]
+pub struct EventList {
+    events: Vec<EventBody>,
+}
+
+impl From<Vec<EventDetail>> for EventList {
+    fn from(details: Vec<EventDetail>) -> Self {
+        Self {
+            events: details.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct OrderBody {
+    id: OrderId,
+    ticket_type_id: TicketTypeId,
+    email: String,
+    quantity: i32,
+    status: OrderStatus,
+    unit_price_minor: i64,
+    currency: String,
+    #[serde(with = "time::serde::rfc3339")]
+    created_at: OffsetDateTime,
+}
+
+impl From<Order> for OrderBody {
+    fn from(order: Order) -> Self {
+        Self {
+            id: order.id,
+            ticket_type_id: order.ticket_type_id,
+            email: order.email,
+            quantity: order.quantity,
+            status: order.status,
+            unit_price_minor: order.unit_price_minor,
+            currency: order.currency,
+            created_at: order.created_at,
+        }
+    }
+}

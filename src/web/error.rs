@@ -1,0 +1,113 @@
+//! How an [`AppError`] reaches the client: pages get an HTML error page,
+//! the JSON API `{"error": {"code", "message", "field"}}`. Internal causes
+//! are logged here, never shown.
+
+use axum::{
+    Json,
+    http::{HeaderValue, StatusCode, Uri, header},
+    response::{IntoResponse, Response},
+};
+use serde_json::json;
+
+use super::views;
+use crate::error::AppError;
+
+fn log(err: &AppError) {
+    match err {
+        AppError::Internal(cause) => tracing::error!(error = ?cause, "internal error"),
+        AppError::Overloaded => tracing::warn!("shedding load: database pool exhausted"),
+        _ => {}
+    }
+}
+
+fn add_headers(err: &AppError, response: &mut Response) {
+    let headers = response.headers_mut();
+    match err {
+        AppError::Overloaded => {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        AppError::TooManyRequests { retry_after_secs } => {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+        }
+        AppError::Unauthorized => {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        _ => {}
+    }
+}
+
+/// The JSON body and headers, without logging.
+fn json_response(err: &AppError) -> Response {
+    let body = json!({
+        "error": {
+            "code": err.code(),
+            "message": err.to_string(),
+            "field": err.field(),
+        }
+    });
+    let mut response = (err.status(), Json(body)).into_response();
+    add_headers(err, &mut response);
+    response
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        log(&self);
+        let status = self.status();
+        let mut response = (status, views::error_page(status, &self.to_string())).into_response();
+        add_headers(&self, &mut response);
+        response
+    }
+}
+
+/// The JSON form of [`AppError`], for handlers under `/api/`.
+#[derive(Debug)]
+pub struct ApiError(pub AppError);
+
+impl<E: Into<AppError>> From<E> for ApiError {
+    fn from(err: E) -> Self {
+        Self(err.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        log(&self.0);
+        json_response(&self.0)
+    }
+}
+
+fn is_api(uri: &Uri) -> bool {
+    uri.path().starts_with("/api/")
+}
+
+/// API paths answer in JSON, pages in HTML.
+pub fn respond(uri: &Uri, err: AppError) -> Response {
+    if is_api(uri) {
+        ApiError(err).into_response()
+    } else {
+        err.into_response()
+    }
+}
+
+pub async fn not_found(uri: Uri) -> Response {
+    respond(&uri, AppError::NotFound)
+}
+
+pub async fn method_not_allowed(uri: Uri) -> Response {
+    respond(&uri, AppError::MethodNotAllowed)
+}
+
+/// Load shedding: 503 at once, cheaply and without a log line per request
+/// (under overload that would be a flood). The API gets its usual JSON body.
+pub async fn overloaded(uri: Uri, _: tower::BoxError) -> Response {
+    if is_api(&uri) {
+        return json_response(&AppError::Overloaded);
+    }
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "1")],
+        AppError::Overloaded.to_string(),
+    )
+        .into_response()
+}

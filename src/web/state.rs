@@ -1,0 +1,79 @@
+//! What every handler can reach: the pool, the clock and the limits.
+
+use std::{sync::Arc, time::Duration};
+
+use axum::extract::FromRef;
+use sqlx::PgPool;
+use tower_sessions_sqlx_store::PostgresStore;
+
+use crate::clock::{Clock, SystemClock};
+
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_in_flight: usize,
+    pub request_timeout: Duration,
+    /// Log-in attempts per client address: a burst, then one per period.
+    pub login_burst: u32,
+    pub login_period: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_in_flight: 2048,
+            request_timeout: Duration::from_secs(15),
+            login_burst: 10,
+            login_period: Duration::from_secs(6),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct AppState {
+    pub db: PgPool,
+    pub clock: Arc<dyn Clock>,
+    pub limits: Limits,
+    /// Mark cookies `Secure` (serve over https).
+    pub secure_cookies: bool,
+}
+
+impl AppState {
+    pub fn new(db: PgPool) -> Self {
+        Self {
+            db,
+            clock: Arc::new(SystemClock),
+            limits: Limits::default(),
+            secure_cookies: false,
+        }
+    }
+
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    pub fn with_secure_cookies(mut self, secure: bool) -> Self {
+        self.secure_cookies = secure;
+        self
+    }
+}
+
+/// Middleware and handlers that need only the pool take `State<PgPool>`.
+impl FromRef<AppState> for PgPool {
+    fn from_ref(state: &AppState) -> Self {
+        state.db.clone()
+    }
+}
+
+/// The session store: the `sessions` table from migrations/.
+pub fn session_store(db: PgPool) -> PostgresStore {
+    PostgresStore::new(db)
+        .with_schema_name("public")
+        .and_then(|store| store.with_table_name("sessions"))
+        .expect("constant, valid identifiers")
+}

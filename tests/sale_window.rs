@@ -1,0 +1,50 @@
+//! The sale-window rule exists once in Rust (`SaleWindow::state`) and once
+//! in SQL (`sale_open(...)`, which the sale transaction's conditional UPDATE
+//! calls). This checks that the two agree on every edge.
+
+use sqlx::PgPool;
+use stampede::domain::{EventStatus, SaleState, SaleWindow};
+use time::{Duration, macros::datetime};
+
+#[sqlx::test]
+async fn the_sql_sale_window_agrees_with_the_rust_one(pool: PgPool) {
+    let opens = datetime!(2027-01-01 10:00 UTC);
+    let closes = [None, Some(opens + Duration::hours(1))];
+    let moments = [
+        opens - Duration::days(1),
+        opens - Duration::microseconds(1),
+        opens,
+        opens + Duration::microseconds(1),
+        opens + Duration::hours(1) - Duration::microseconds(1),
+        opens + Duration::hours(1),
+        opens + Duration::days(1),
+    ];
+    let mut checked = 0;
+    for status in [
+        EventStatus::Draft,
+        EventStatus::Published,
+        EventStatus::Cancelled,
+    ] {
+        for closes_at in closes {
+            let window = SaleWindow {
+                status,
+                opens_at: opens,
+                closes_at,
+            };
+            for now in moments {
+                let sql: bool = sqlx::query_scalar("SELECT sale_open($1, $2, $3, $4)")
+                    .bind(status.as_str())
+                    .bind(opens)
+                    .bind(closes_at)
+                    .bind(now)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+                let rust = window.state(now) == SaleState::Open;
+                assert_eq!(sql, rust, "{window:?} at {now}");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 42);
+}
