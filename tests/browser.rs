@@ -13,6 +13,9 @@
 //! and `chromium-driver`; ./scripts/test installs them when it can). Without
 //! them the test fails with a message saying so: it never skips silently.
 
+// A test that cannot go on panics: unwrap and expect say where.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::{

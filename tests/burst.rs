@@ -1,5 +1,8 @@
-//! Bursts through real HTTP: the router in-process (seed 001's 10,000
-//! attempts) and two separate `stampede serve` processes on one database.
+//! Bursts through real HTTP: the router in-process (10,000 attempts at
+//! once) and two separate `stampede serve` processes on one database.
+
+// A test that cannot go on panics: unwrap and expect say where.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,6 +1,9 @@
 //! Under overload Stampede answers 503 with Retry-After at once instead of
 //! queueing without bound.
 
+// A test that cannot go on panics: unwrap and expect say where.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::{net::SocketAddr, time::Duration};
@@ -78,7 +81,7 @@ async fn an_exhausted_database_pool_is_answered_503_with_retry_after(
 }
 
 #[sqlx::test]
-async fn requests_beyond_the_in_flight_limit_are_shed_at_once(pool: sqlx::PgPool) {
+async fn requests_beyond_the_in_flight_limit_are_shed_at_once(pool: PgPool) {
     // One request at a time: the first holds its slot while it waits for the
     // only database connection, which the test holds.
     let limited =
@@ -119,6 +122,30 @@ async fn requests_beyond_the_in_flight_limit_are_shed_at_once(pool: sqlx::PgPool
     }
     let shed = shed.expect("a second request is shed while the first holds the only slot");
     assert_eq!(shed.headers()["retry-after"], "1");
+    // While the slot is held every request is shed; the API's in its JSON
+    // error shape, like every other API error.
+    let api = client
+        .get(format!("http://{addr}/api/v1/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api.status(), 503);
+    assert_eq!(api.headers()["retry-after"], "1");
+    assert!(
+        api.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+    let body: Value = api.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "overloaded", "{body}");
+    assert!(body["error"]["field"].is_null(), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
 
     drop(held);
     assert_eq!(

@@ -2,6 +2,9 @@
 //! in SQL (`sale_open(...)`, which the sale transaction's conditional UPDATE
 //! calls). This checks that the two agree on every edge.
 
+// A test that cannot go on panics: unwrap and expect say where.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use sqlx::PgPool;
 use stampede::domain::{EventStatus, SaleState, SaleWindow};
 use time::{Duration, macros::datetime};

@@ -4,6 +4,7 @@ use axum::{
     Form,
     body::Bytes,
     extract::{FromRequest, Request},
+    http::request::Parts,
     http::{StatusCode, header},
 };
 use serde::de::DeserializeOwned;
@@ -117,10 +118,7 @@ pub struct PageContext {
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PageContext {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        _: &S,
-    ) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         Ok(Self {
             csrf: parts
                 .extensions

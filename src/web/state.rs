@@ -71,6 +71,10 @@ impl FromRef<AppState> for PgPool {
 }
 
 /// The session store: the `sessions` table from migrations/.
+#[expect(
+    clippy::expect_used,
+    reason = "the names are constants that the store accepts; a test starts it"
+)]
 pub fn session_store(db: PgPool) -> PostgresStore {
     PostgresStore::new(db)
         .with_schema_name("public")

@@ -2,7 +2,10 @@
 //! through the library, and check the invariants straight from the tables.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod forms;
 pub mod organizer;
+
+pub use forms::{csrf_cookie, form_body};
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -20,7 +23,7 @@ use stampede::{
 use time::{Duration as Span, OffsetDateTime, macros::format_description};
 use uuid::Uuid;
 
-/// A fixed "now" for tests: the sale of every fixture event is open.
+/// The current time: fixture events open their sale an hour before it.
 pub fn now() -> OffsetDateTime {
     OffsetDateTime::now_utc()
 }
@@ -154,44 +157,8 @@ pub async fn fixture_organizer(pool: &PgPool) -> Uuid {
     .unwrap()
 }
 
-/// A CSRF token for form posts: the cookie and the hidden field must match
-/// (see `stampede::web::csrf`); a test may mint its own pair.
-pub const CSRF_TOKEN: &str = "test-csrf-token-0123456789abcdefghijklmnopq";
-
-pub fn csrf_cookie() -> String {
-    format!("{}={CSRF_TOKEN}", stampede::web::csrf::COOKIE)
-}
-
-/// An urlencoded form body with the CSRF field added.
-pub fn form_body(fields: &[(&str, &str)]) -> String {
-    let mut body = form_urlencoded_pairs(fields);
-    body.push_str(&format!("&{}={CSRF_TOKEN}", stampede::web::csrf::FIELD));
-    body
-}
-
-/// Urlencoded `name=value` pairs joined by `&`, as a browser sends a form.
-pub fn form_urlencoded_pairs(fields: &[(&str, &str)]) -> String {
-    fields
-        .iter()
-        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-/// `application/x-www-form-urlencoded` encoding of one name or value.
-pub fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            b' ' => "+".to_owned(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// The invariants of DESIGN.md, from the tables, for every ticket type.
+/// The sale invariants, from the tables, for every ticket type (see the
+/// README): stock adds up, no limit is exceeded, one order per key.
 /// Returns the number of tickets sold per ticket type, in id order.
 pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
     let rows: Vec<(Uuid, i32, i32, i32, i32, i64)> = sqlx::query_as(
@@ -418,10 +385,7 @@ impl TestApp {
         let page = client.get(self.url("/signup")).send().await.unwrap();
         let token = csrf_from_page(&page.text().await.unwrap());
         let password = "correct horse battery staple";
-        let body = format!(
-            "{}&csrf_token={token}",
-            form_urlencoded_pairs(&[("email", email), ("password", password)])
-        );
+        let body = forms::with_csrf(&[("email", email), ("password", password)], &token);
         let signed_up = client
             .post(self.url("/signup"))
             .header("content-type", "application/x-www-form-urlencoded")
@@ -488,7 +452,7 @@ impl Organizer {
 
     /// POST a form from this organizer's browser, CSRF field included.
     pub async fn post_form(&self, path: &str, fields: &[(&str, &str)]) -> reqwest::Response {
-        let body = format!("{}&csrf_token={}", form_urlencoded_pairs(fields), self.csrf);
+        let body = forms::with_csrf(fields, &self.csrf);
         self.client
             .post(self.url(path))
             .header("content-type", "application/x-www-form-urlencoded")
@@ -508,7 +472,7 @@ impl Organizer {
 
 /// The CSRF token a rendered page embeds in its forms.
 pub fn csrf_from_page(html: &str) -> String {
-    let marker = "name=\"csrf_token\" value=\"";
-    let start = html.find(marker).expect("page has a CSRF field") + marker.len();
+    let marker = format!("name=\"{}\" value=\"", stampede::web::csrf::FIELD);
+    let start = html.find(&marker).expect("page has a CSRF field") + marker.len();
     html[start..].split('"').next().unwrap().to_owned()
 }

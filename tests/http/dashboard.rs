@@ -1,10 +1,8 @@
-mod common;
+//! The organizer's event dashboard: sales per ticket type, the searchable
+//! and paginated order list, the CSV export and the sales chart, each
+//! checked against the tables.
 
-// The organizer's event dashboard over real HTTP: sales per ticket type,
-// the searchable and paginated order list, the CSV export and the sales
-// chart, each checked against the tables.
-
-use common::{Organizer, TestApp, capacity_and_remaining, form_time, location};
+use crate::common::{self, Organizer, TestApp, capacity_and_remaining, form_time, location};
 use reqwest::StatusCode;
 use sqlx::PgPool;
 use stampede::{

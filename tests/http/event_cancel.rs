@@ -1,0 +1,481 @@
+//! Cancelling an event (also while buyers race it), and the tickets on the
+//! order page.
+
+use std::{
+    collections::BTreeSet,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
+
+use base64::Engine as _;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sqlx::{
+    PgPool,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
+use stampede::{
+    domain::{Email, IdempotencyKey, Quantity},
+    error::AppError,
+    sale::{self, Purchase, PurchaseRequest},
+};
+use time::OffsetDateTime;
+use tokio::sync::{Barrier, Notify};
+use uuid::Uuid;
+
+use crate::{
+    common::{organizer::*, *},
+    support::*,
+};
+
+// Cancelling an event
+// ---------------------------------------------------------------------------
+
+#[sqlx::test]
+async fn cancelling_an_event_cancels_every_order_returns_the_tickets_and_stops_sales(pool: PgPool) {
+    let app = TestApp::spawn(pool.clone()).await;
+    let org = app.organizer("owner@example.org").await;
+    let event = owned_event(
+        &org,
+        opened(),
+        "published",
+        &[TicketSpec::new(10, 4, 4), TicketSpec::new(5, 2, 2)],
+    )
+    .await;
+    let other = owned_event(&org, opened(), "published", &[TicketSpec::new(10, 4, 4)]).await;
+    let [standing, seated] = event.ticket_type_ids[..] else {
+        panic!("two ticket types")
+    };
+    let a = api_buy(&app, standing, 3, "ada@example.org").await;
+    api_buy(&app, standing, 1, "ada@example.org").await;
+    api_buy(&app, seated, 2, "bob@example.org").await;
+    let cancelled_before = api_buy(&app, seated, 1, "cy@example.org").await;
+    let resp = app
+        .post_form(&format!("/orders/{cancelled_before}/cancel"), &[])
+        .await;
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    let earlier_cancel: Option<OffsetDateTime> =
+        sqlx::query_scalar("SELECT cancelled_at FROM orders WHERE id = $1")
+            .bind(cancelled_before)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let untouched = api_buy(&app, other.ticket_type_id(), 2, "ada@example.org").await;
+    assert_eq!(
+        stock(&pool, event.event_id).await,
+        vec![(standing, 10, 6, false), (seated, 5, 3, false)]
+    );
+
+    let page = format!("/organizer/events/{}", event.event_id);
+    let resp = org.post_form(&format!("{page}/cancel"), &[]).await;
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    assert_eq!(location(&resp), page);
+
+    assert_eq!(event_status(&pool, event.event_id).await, "cancelled");
+    assert_eq!(
+        stock(&pool, event.event_id).await,
+        vec![(standing, 10, 10, true), (seated, 5, 5, true)]
+    );
+    let orders: Vec<(Uuid, String, bool)> = sqlx::query_as(
+        "SELECT o.id, o.status, o.cancelled_at IS NOT NULL FROM orders o
+         JOIN ticket_types t ON t.id = o.ticket_type_id WHERE t.event_id = $1",
+    )
+    .bind(event.event_id)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(orders.len(), 4);
+    for (id, status, stamped) in &orders {
+        assert_eq!(
+            (status.as_str(), *stamped),
+            ("cancelled", true),
+            "order {id}"
+        );
+    }
+    let still: Option<OffsetDateTime> =
+        sqlx::query_scalar("SELECT cancelled_at FROM orders WHERE id = $1")
+            .bind(cancelled_before)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        still, earlier_cancel,
+        "an already cancelled order was cancelled again"
+    );
+    let held: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(SUM(h.quantity), 0)::int8 FROM buyer_holdings h
+         JOIN ticket_types t ON t.id = h.ticket_type_id WHERE t.event_id = $1",
+    )
+    .bind(event.event_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(held, 0);
+    // Another event of the same organizer keeps its order.
+    let status: String = sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
+        .bind(untouched)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(status, "confirmed");
+    assert_invariants(&pool).await;
+
+    // No more sales, through the API or the form.
+    let resp = app
+        .client
+        .post(app.url("/api/v1/orders"))
+        .json(&json!({
+            "ticket_type_id": standing, "quantity": 1,
+            "email": "late@example.org", "idempotency_key": "late-1",
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "sale_closed", "{body}");
+    let tt = seated.to_string();
+    let resp = app
+        .post_form(
+            &format!("/events/{}/orders", event.event_id),
+            &[
+                ("ticket_type_id", &tt),
+                ("quantity", "1"),
+                ("email", "late@example.org"),
+                ("idempotency_key", "late-2"),
+            ],
+        )
+        .await;
+    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+    assert!(
+        resp.text()
+            .await
+            .unwrap()
+            .contains("This event was cancelled.")
+    );
+    // Buyers see the cancellation, not a buy form; the event is not listed.
+    let public = app
+        .client
+        .get(app.url(&format!("/events/{}", event.event_id)))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(public.contains("This event was cancelled."), "{public}");
+    assert!(!public.contains("idempotency_key"), "{public}");
+    let listed: Value = app
+        .client
+        .get(app.url("/api/v1/events"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        !listed.to_string().contains(&event.event_id.to_string()),
+        "{listed}"
+    );
+    let order_page = app
+        .client
+        .get(app.url(&format!("/orders/{a}")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(order_page.contains("Order cancelled"), "{order_page}");
+
+    // Nothing brings it back or returns tickets twice: a second cancel, a
+    // buyer's own cancel, publishing it again.
+    let after = snapshot(&pool).await;
+    let resp = org.post_form(&format!("{page}/cancel"), &[]).await;
+    assert!(
+        !resp.status().is_server_error(),
+        "second cancel: {}",
+        resp.status()
+    );
+    let resp = app.post_form(&format!("/orders/{a}/cancel"), &[]).await;
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    let resp = org.post_form(&format!("{page}/publish"), &[]).await;
+    assert!(
+        resp.status().is_client_error(),
+        "publishing a cancelled event: {}",
+        resp.status()
+    );
+    assert_eq!(snapshot(&pool).await, after);
+    assert_eq!(org.get(&page).await.status(), StatusCode::OK);
+    assert_invariants(&pool).await;
+}
+
+#[sqlx::test]
+async fn two_hundred_buyers_racing_the_owner_cancelling_the_event_leave_no_confirmed_order(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let pool = pool(connect, 48).await;
+    let app = TestApp::spawn(pool.clone()).await;
+    let org = app.organizer("owner@example.org").await;
+    let event = owned_event(
+        &org,
+        opened(),
+        "published",
+        &[TicketSpec::new(120, 2, 2), TicketSpec::new(40, 2, 2)],
+    )
+    .await;
+    let buyers = 200;
+    // The owner cancels once this many purchases have gone through, so that
+    // there are orders to cancel and purchases still in flight.
+    let cancel_after = 20;
+
+    let barrier = Arc::new(Barrier::new(buyers));
+    let sold = Arc::new(AtomicUsize::new(0));
+    let enough_sold = Arc::new(Notify::new());
+    let now = now();
+    let tasks: Vec<_> = (0..buyers)
+        .map(|i| {
+            let request = PurchaseRequest {
+                event_id: Some(event.event_id.into()),
+                ticket_type_id: event.ticket_type_ids[i % 2].into(),
+                quantity: Quantity::new(1 + (i as i64 / 2) % 2).unwrap(),
+                email: Email::parse(&format!("buyer{i}@example.org")).unwrap(),
+                idempotency_key: IdempotencyKey::parse(&format!("race-{i}")).unwrap(),
+            };
+            let (pool, barrier, sold, enough_sold) = (
+                pool.clone(),
+                barrier.clone(),
+                sold.clone(),
+                enough_sold.clone(),
+            );
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let result = sale::purchase(&pool, now, &request).await;
+                if matches!(result, Ok(Purchase::Created(_)))
+                    && sold.fetch_add(1, Ordering::SeqCst) + 1 == cancel_after
+                {
+                    enough_sold.notify_one();
+                }
+                result
+            })
+        })
+        .collect();
+    let page = format!("/organizer/events/{}", event.event_id);
+    let cancel = {
+        let enough_sold = enough_sold.clone();
+        let (client, url) = (org.client.clone(), org.url(&format!("{page}/cancel")));
+        let body = format!("csrf_token={}", org.csrf);
+        tokio::spawn(async move {
+            enough_sold.notified().await;
+            client
+                .post(url)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+        })
+    };
+
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(task.await.unwrap());
+    }
+    // Never leave the owner waiting, even if too few purchases went through.
+    enough_sold.notify_one();
+    let mut created = 0;
+    let mut refusals = std::collections::BTreeMap::<&str, usize>::new();
+    for result in results {
+        match result {
+            Ok(Purchase::Created(_)) => created += 1,
+            Ok(Purchase::Replayed(order)) => panic!("a fresh key was replayed: {order:?}"),
+            Err(
+                err
+                @ (AppError::SoldOut | AppError::NotEnoughLeft { .. } | AppError::SaleClosed(_)),
+            ) => *refusals.entry(err.code()).or_default() += 1,
+            Err(err) => panic!("a buyer got {} ({err:?})", err.code()),
+        }
+    }
+    let resp = cancel.await.unwrap();
+    eprintln!("sold {created} before or while the owner cancelled; refused {refusals:?}");
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER, "the owner's cancel");
+    assert_eq!(location(&resp), page);
+    assert!(created >= cancel_after, "only {created} sold");
+
+    assert_eq!(event_status(&pool, event.event_id).await, "cancelled");
+    let confirmed = count(
+        &pool,
+        "SELECT count(*) FROM orders WHERE status = 'confirmed'",
+    )
+    .await;
+    assert_eq!(
+        confirmed, 0,
+        "{confirmed} orders outlived the cancel ({created} sold, refusals {refusals:?})"
+    );
+    let cancelled = count(
+        &pool,
+        "SELECT count(*) FROM orders WHERE status = 'cancelled'",
+    )
+    .await;
+    assert_eq!(cancelled, created as i64, "every sold order is cancelled");
+    for (id, capacity, remaining, halted) in stock(&pool, event.event_id).await {
+        assert_eq!(remaining, capacity, "ticket type {id}");
+        assert!(halted, "ticket type {id} still on sale");
+    }
+    let holdings: i64 = count(
+        &pool,
+        "SELECT count(*) FROM buyer_holdings WHERE quantity <> 0",
+    )
+    .await;
+    assert_eq!(holdings, 0, "buyer holdings left after the cancel");
+    assert_invariants(&pool).await;
+    // Let sqlx::test drop the database: no connection may stay open.
+    pool.close().await;
+}
+
+// ---------------------------------------------------------------------------
+// Tickets on the order page
+// ---------------------------------------------------------------------------
+
+/// The tickets an order page shows: (code, QR image data URI), in order.
+/// The page may print a code in groups for reading aloud ("ABCD EFGH …");
+/// the code is what remains without the spaces.
+fn tickets_on_page(html: &str) -> Vec<(String, String)> {
+    html.split("<li class=\"ticket\">")
+        .skip(1)
+        .map(|item| {
+            let item = &item[..item.find("</li>").expect("a closed ticket item")];
+            let src_marker = "src=\"";
+            let src_start = item.find(src_marker).expect("a QR <img>") + src_marker.len();
+            let src = &item[src_start..src_start + item[src_start..].find('"').unwrap()];
+            assert!(item.starts_with("<img "), "{item}");
+            let code_marker = "<code class=\"ticket-code\">";
+            let code_start = item.find(code_marker).expect("a ticket code") + code_marker.len();
+            let shown = &item[code_start..code_start + item[code_start..].find('<').unwrap()];
+            let code: String = shown.split_whitespace().collect();
+            (code, src.to_owned())
+        })
+        .collect()
+}
+
+async fn order_page(app: &TestApp, order_id: Uuid) -> String {
+    let resp = app
+        .client
+        .get(app.url(&format!("/orders/{order_id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    resp.text().await.unwrap()
+}
+
+#[sqlx::test]
+async fn the_order_page_shows_one_ticket_per_seat_with_a_distinct_code_and_a_qr_image(
+    pool: PgPool,
+) {
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    let app = TestApp::spawn(pool.clone()).await;
+    let order = api_buy(&app, fixture.ticket_type_id(), 3, "ada@example.org").await;
+
+    let page = order_page(&app, order).await;
+    let tickets = tickets_on_page(&page);
+    assert_eq!(tickets.len(), 3, "{page}");
+    for n in 1..=3 {
+        assert!(page.contains(&format!("Ticket {n} of 3")), "{page}");
+    }
+    let codes: Vec<String> = tickets.iter().map(|(code, _)| code.clone()).collect();
+    for code in &codes {
+        assert_eq!(code.len(), 32, "{code}");
+        assert!(
+            code.bytes()
+                .all(|b| b.is_ascii_digit() || b.is_ascii_uppercase()),
+            "{code}"
+        );
+    }
+    assert_eq!(
+        codes.iter().collect::<BTreeSet<_>>().len(),
+        3,
+        "codes repeat: {codes:?}"
+    );
+    assert_eq!(codes, ticket_codes(&pool, order).await);
+
+    let mut images = BTreeSet::new();
+    for (code, src) in &tickets {
+        let data = src
+            .strip_prefix("data:image/svg+xml;base64,")
+            .unwrap_or_else(|| panic!("ticket {code}: image {src}"));
+        let svg = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .expect("base64 image");
+        let svg = String::from_utf8(svg).expect("an SVG is text");
+        assert!(svg.contains("<svg"), "ticket {code}: {svg}");
+        images.insert(svg);
+    }
+    assert_eq!(images.len(), 3, "two tickets share a QR code");
+
+    // A cancelled order shows no codes to scan.
+    let resp = app.post_form(&format!("/orders/{order}/cancel"), &[]).await;
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    let page = order_page(&app, order).await;
+    assert!(tickets_on_page(&page).is_empty(), "{page}");
+    assert!(!page.contains("ticket-code"), "{page}");
+    assert!(!page.contains("data:image/svg+xml"), "{page}");
+    for code in &codes {
+        let grouped: Vec<&str> = (0..code.len())
+            .step_by(4)
+            .map(|i| &code[i..i + 4])
+            .collect();
+        assert!(!page.contains(code.as_str()), "{page}");
+        assert!(!page.contains(&grouped.join(" ")), "{page}");
+    }
+}
+
+#[sqlx::test]
+async fn ticket_codes_are_unique_across_orders(pool: PgPool) {
+    let fixture = published_event(
+        &pool,
+        &[TicketSpec::new(50, 4, 4), TicketSpec::new(50, 4, 4)],
+    )
+    .await;
+    let app = TestApp::spawn(pool.clone()).await;
+    let mut all = Vec::new();
+    for i in 0..8 {
+        let tt = fixture.ticket_type_ids[i % 2];
+        let order = api_buy(&app, tt, 1 + (i as i64 % 4), &format!("b{i}@example.org")).await;
+        let shown: Vec<String> = tickets_on_page(&order_page(&app, order).await)
+            .into_iter()
+            .map(|(code, _)| code)
+            .collect();
+        assert_eq!(shown.len(), 1 + i % 4);
+        assert_eq!(shown, ticket_codes(&pool, order).await);
+        all.extend(shown);
+    }
+    let distinct: BTreeSet<&String> = all.iter().collect();
+    assert_eq!(distinct.len(), all.len(), "a code repeats: {all:?}");
+    let (rows, codes): (i64, i64) =
+        sqlx::query_as("SELECT count(*), count(DISTINCT code) FROM tickets")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!((rows, codes), (all.len() as i64, all.len() as i64));
+
+    // The schema refuses a second ticket with a code already in use.
+    let order: Uuid = sqlx::query_scalar("SELECT id FROM orders LIMIT 1")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let err = sqlx::query("INSERT INTO tickets (order_id, position, code) VALUES ($1, 99, $2)")
+        .bind(order)
+        .bind(&all[0])
+        .execute(&pool)
+        .await
+        .expect_err("a duplicate ticket code was stored");
+    assert_eq!(
+        err.as_database_error().and_then(|e| e.constraint()),
+        Some("tickets_code_unique")
+    );
+}

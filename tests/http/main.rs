@@ -1,0 +1,21 @@
+//! Every page and API route over real HTTP: the real router on a loopback
+//! port, a client that does not follow redirects, and the tables checked
+//! directly after each request. One test binary, a module per area.
+
+// A test that cannot go on panics: unwrap and expect say where.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../common/mod.rs"]
+mod common;
+mod support;
+
+mod access;
+mod accounts;
+mod api;
+mod buy_form;
+mod buyer_pages;
+mod csrf;
+mod dashboard;
+mod event_cancel;
+mod organizer_pages;
+mod site;
