@@ -178,15 +178,13 @@ async fn buy_form_escapes_what_was_typed_when_it_comes_back(pool: PgPool) {
     let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
     let app = TestApp::spawn(pool.clone()).await;
     let tt = fixture.ticket_type_id().to_string();
-    let resp = post_form(
+    let resp = post_buy_form(
         &app,
-        &format!("/events/{}/orders", fixture.event_id),
-        &[
-            ("ticket_type_id", tt.as_str()),
-            ("quantity", "1"),
-            ("email", "\"><script>alert(1)</script>"),
-            ("idempotency_key", "k-1"),
-        ],
+        fixture.event_id,
+        &tt,
+        "1",
+        "\"><script>alert(1)</script>",
+        "k-1",
     )
     .await;
     assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
@@ -204,15 +202,13 @@ async fn buy_form_with_an_unknown_ticket_type_is_not_found(pool: PgPool) {
     let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
     let app = TestApp::spawn(pool.clone()).await;
     let unknown = Uuid::new_v4().to_string();
-    let resp = post_form(
+    let resp = post_buy_form(
         &app,
-        &format!("/events/{}/orders", fixture.event_id),
-        &[
-            ("ticket_type_id", unknown.as_str()),
-            ("quantity", "1"),
-            ("email", "lost@example.org"),
-            ("idempotency_key", "key-unknown-type"),
-        ],
+        fixture.event_id,
+        &unknown,
+        "1",
+        "lost@example.org",
+        "key-unknown-type",
     )
     .await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
@@ -221,15 +217,13 @@ async fn buy_form_with_an_unknown_ticket_type_is_not_found(pool: PgPool) {
     assert!(body.contains("value=\"lost@example.org\""), "{body}");
 
     // An id that is not a UUID at all is an invalid field, not a lookup.
-    let resp = post_form(
+    let resp = post_buy_form(
         &app,
-        &format!("/events/{}/orders", fixture.event_id),
-        &[
-            ("ticket_type_id", "standing"),
-            ("quantity", "1"),
-            ("email", "lost@example.org"),
-            ("idempotency_key", "key-unknown-type"),
-        ],
+        fixture.event_id,
+        "standing",
+        "1",
+        "lost@example.org",
+        "key-unknown-type",
     )
     .await;
     assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
@@ -258,15 +252,13 @@ async fn buy_form_for_a_ticket_type_of_another_event_is_refused(pool: PgPool) {
     let other = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
     let app = TestApp::spawn(pool.clone()).await;
     let tt = other.ticket_type_id().to_string();
-    let resp = post_form(
+    let resp = post_buy_form(
         &app,
-        &format!("/events/{}/orders", shown.event_id),
-        &[
-            ("ticket_type_id", tt.as_str()),
-            ("quantity", "1"),
-            ("email", "mixed@example.org"),
-            ("idempotency_key", "key-mixed"),
-        ],
+        shown.event_id,
+        &tt,
+        "1",
+        "mixed@example.org",
+        "key-mixed",
     )
     .await;
     // The URL names the event being bought; a ticket type of another event
@@ -343,15 +335,13 @@ async fn buy_form_over_the_buyer_limit_is_a_conflict(pool: PgPool) {
     let app = TestApp::spawn(pool.clone()).await;
     api_buy(&app, fixture.ticket_type_id(), 2, "fan@example.org").await;
     let tt = fixture.ticket_type_id().to_string();
-    let resp = post_form(
+    let resp = post_buy_form(
         &app,
-        &format!("/events/{}/orders", fixture.event_id),
-        &[
-            ("ticket_type_id", tt.as_str()),
-            ("quantity", "2"),
-            ("email", "FAN@example.org"),
-            ("idempotency_key", "key-second"),
-        ],
+        fixture.event_id,
+        &tt,
+        "2",
+        "FAN@example.org",
+        "key-second",
     )
     .await;
     assert_eq!(resp.status(), StatusCode::CONFLICT);
@@ -380,15 +370,13 @@ async fn buy_form_before_the_sale_opens_is_forbidden(pool: PgPool) {
     .await;
     let app = TestApp::spawn(pool.clone()).await;
     let tt = fixture.ticket_type_id().to_string();
-    let resp = post_form(
+    let resp = post_buy_form(
         &app,
-        &format!("/events/{}/orders", fixture.event_id),
-        &[
-            ("ticket_type_id", tt.as_str()),
-            ("quantity", "1"),
-            ("email", "early@example.org"),
-            ("idempotency_key", "key-early"),
-        ],
+        fixture.event_id,
+        &tt,
+        "1",
+        "early@example.org",
+        "key-early",
     )
     .await;
     assert_eq!(resp.status(), StatusCode::FORBIDDEN);
@@ -412,15 +400,13 @@ async fn buy_form_on_a_draft_event_is_not_found(pool: PgPool) {
         event_with_window(&pool, opened, None, "draft", &[TicketSpec::new(10, 4, 4)]).await;
     let app = TestApp::spawn(pool.clone()).await;
     let tt = fixture.ticket_type_id().to_string();
-    let resp = post_form(
+    let resp = post_buy_form(
         &app,
-        &format!("/events/{}/orders", fixture.event_id),
-        &[
-            ("ticket_type_id", tt.as_str()),
-            ("quantity", "1"),
-            ("email", "sneaky@example.org"),
-            ("idempotency_key", "key-draft"),
-        ],
+        fixture.event_id,
+        &tt,
+        "1",
+        "sneaky@example.org",
+        "key-draft",
     )
     .await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);

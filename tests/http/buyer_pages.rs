@@ -173,15 +173,13 @@ async fn buying_through_the_form_redirects_to_the_order_page_which_shows_the_ord
     let key = idempotency_key_in(&page);
     let tt = fixture.ticket_type_id().to_string();
 
-    let resp = post_form(
+    let resp = post_buy_form(
         &app,
-        &format!("/events/{}/orders", fixture.event_id),
-        &[
-            ("ticket_type_id", tt.as_str()),
-            ("quantity", "2"),
-            ("email", "  Ada@Example.org "),
-            ("idempotency_key", key.as_str()),
-        ],
+        fixture.event_id,
+        &tt,
+        "2",
+        "  Ada@Example.org ",
+        key.as_str(),
     )
     .await;
     let order_id = order_id_from_redirect(&resp);

@@ -530,17 +530,7 @@ async fn buyer_and_error_pages_are_full_pages_with_the_site_layout(pool: PgPool)
     assert_eq!(resp.status(), StatusCode::OK);
     assert_full_page("/organizer", &resp.text().await.unwrap());
     let tt = fixture.ticket_type_id().to_string();
-    let resp = post_form(
-        &app,
-        &format!("/events/{}/orders", fixture.event_id),
-        &[
-            ("ticket_type_id", tt.as_str()),
-            ("quantity", "0"),
-            ("email", "ada@example.org"),
-            ("idempotency_key", "k"),
-        ],
-    )
-    .await;
+    let resp = post_buy_form(&app, fixture.event_id, &tt, "0", "ada@example.org", "k").await;
     assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert_full_page("refused buy form", &resp.text().await.unwrap());
 }

@@ -28,6 +28,24 @@ pub async fn post_json(app: &TestApp, path: &str, body: &Value) -> Response {
         .unwrap()
 }
 
+/// An event's buy form, filled in and posted as a buyer would.
+pub async fn post_buy_form(
+    app: &TestApp,
+    event_id: Uuid,
+    ticket_type_id: &str,
+    quantity: &str,
+    email: &str,
+    idempotency_key: &str,
+) -> Response {
+    let fields = [
+        ("ticket_type_id", ticket_type_id),
+        ("quantity", quantity),
+        ("email", email),
+        ("idempotency_key", idempotency_key),
+    ];
+    post_form(app, &format!("/events/{event_id}/orders"), &fields).await
+}
+
 /// A bodiless POST, as an API client sends it.
 pub async fn post_empty(app: &TestApp, path: &str) -> Response {
     app.client.post(app.url(path)).send().await.unwrap()
