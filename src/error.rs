@@ -1,7 +1,7 @@
 //! One error type for the whole app, and its tables: HTTP status, stable
 //! code, the field it concerns, and named Postgres constraints mapped to the
 //! 4xx a person should see. Rendering (HTML page or JSON body) is the web
-//! layer's job (`web::error`); this module knows nothing of axum or maud.
+//! layer's job (`web::error`); nothing here depends on HTTP frameworks.
 
 use http::StatusCode;
 use time::OffsetDateTime;

@@ -1,8 +1,13 @@
 //! Stampede: ticketing for the on-sale rush.
 //!
-//! - [`domain`]: input parsed into types (email, quantity, money, events).
+//! Modules depend on each other one way:
+//! `domain ← error ← db ← {auth, sale} ← web`.
+//!
+//! - [`domain`]: types and rules without I/O (input, ids, the sale window).
+//! - [`error`]: the one error enum and its status/code/field tables.
 //! - [`sale`]: the purchase path, one transaction; read it first.
 //! - [`db`]: every other query.
+//! - [`auth`]: passwords and API tokens.
 //! - [`web`]: axum handlers, maud views, the JSON API; [`app`] builds the router.
 
 pub mod auth;

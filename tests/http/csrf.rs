@@ -35,15 +35,13 @@ enum Csrf {
 
 impl FormPost {
     async fn send(&self, csrf: Csrf, headers: &[(&str, &str)]) -> Response {
-        let mut body = urlencoded(&borrowed(&self.fields));
+        let fields = borrowed(&self.fields);
         let wrong = format!("{}wrongtoken1", Uuid::new_v4().simple());
-        match csrf {
-            Csrf::Valid | Csrf::MissingCookie => {
-                body.push_str(&format!("&csrf_token={}", self.token));
-            }
-            Csrf::WrongField => body.push_str(&format!("&csrf_token={wrong}")),
-            Csrf::MissingField => {}
-        }
+        let body = match csrf {
+            Csrf::Valid | Csrf::MissingCookie => with_csrf(&fields, &self.token),
+            Csrf::WrongField => with_csrf(&fields, &wrong),
+            Csrf::MissingField => urlencoded(&fields),
+        };
         let mut request = self
             .client
             .post(&self.url)

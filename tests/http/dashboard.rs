@@ -852,7 +852,8 @@ async fn status_bar_publishes_edits_and_cancels_from_the_dashboard(pool: PgPool)
     let cancel_form = slice(&body, &format!("action=\"{path}/cancel\""), "</form>");
     assert!(cancel_form.contains("data-once"), "{cancel_form}");
     assert!(cancel_form.contains("data-confirm=\""), "{cancel_form}");
-    assert!(cancel_form.contains("name=\"csrf_token\""), "{cancel_form}");
+    let csrf_input = format!("name=\"{}\"", stampede::web::csrf::FIELD);
+    assert!(cancel_form.contains(&csrf_input), "{cancel_form}");
     assert!(cancel_form.contains("Cancel event"), "{cancel_form}");
     assert!(
         body.contains(&format!("action=\"{path}/unpublish\"")),
@@ -866,7 +867,7 @@ async fn status_bar_publishes_edits_and_cancels_from_the_dashboard(pool: PgPool)
     // Every POST form carries the CSRF field.
     assert_eq!(
         body.matches("method=\"post\"").count(),
-        body.matches("name=\"csrf_token\"").count()
+        body.matches(&csrf_input).count()
     );
 
     // Unpublish, publish: back on the dashboard each time.

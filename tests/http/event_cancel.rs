@@ -26,7 +26,7 @@ use tokio::sync::{Barrier, Notify};
 use uuid::Uuid;
 
 use crate::{
-    common::{organizer::*, *},
+    common::{forms::with_csrf, organizer::*, *},
     support::*,
 };
 
@@ -268,7 +268,7 @@ async fn two_hundred_buyers_racing_the_owner_cancelling_the_event_leave_no_confi
     let cancel = {
         let enough_sold = enough_sold.clone();
         let (client, url) = (org.client.clone(), org.url(&format!("{page}/cancel")));
-        let body = format!("csrf_token={}", org.csrf);
+        let body = with_csrf(&[], &org.csrf);
         tokio::spawn(async move {
             enough_sold.notified().await;
             client

@@ -69,7 +69,7 @@ async fn organizer_new_event_form_has_every_field(pool: PgPool) {
         "tt_max_per_order_0",
         "tt_max_per_buyer_0",
         "tt_name_2",
-        "csrf_token",
+        stampede::web::csrf::FIELD,
     ] {
         assert!(
             body.contains(&format!("name=\"{name}\"")),
