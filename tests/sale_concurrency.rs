@@ -11,7 +11,7 @@ use std::{collections::BTreeSet, sync::Arc};
 
 use common::{
     Fixture, TicketSpec, assert_invariants, confirmed_order_ids, now, order_count, pool,
-    published_event, remaining, sold,
+    published_event, remaining, scalar, sold,
 };
 use rand::Rng;
 use sqlx::{
@@ -506,11 +506,7 @@ async fn changing_capacity_during_a_rush_keeps_the_books_balanced(
     organizer.await.unwrap().unwrap();
     let sold_total = assert_invariants(&pool).await[0].1;
     assert!(sold_total <= 80);
-    let capacity: i32 = sqlx::query_scalar("SELECT capacity FROM ticket_types WHERE id = $1")
-        .bind(tt)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let capacity: i32 = scalar(&pool, "SELECT capacity FROM ticket_types WHERE id = $1", tt).await;
     assert_eq!(capacity, 80);
     pool.close().await;
 }

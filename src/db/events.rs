@@ -87,27 +87,53 @@ pub async fn create(
     new: &NewEvent,
 ) -> Result<EventId, AppError> {
     let mut tx = db.begin().await?;
-    let event_id: EventId = sqlx::query_scalar!(
-        "INSERT INTO events (organizer_id, title, description, venue, starts_at, sale_opens_at, sale_closes_at, status)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
-        organizer_id.get(),
-        new.title,
-        new.description,
-        new.venue,
-        new.starts_at,
-        new.sale_opens_at,
-        new.sale_closes_at,
-        new.status.as_str(),
-    )
-    .fetch_one(&mut *tx)
-    .await?
-    .into();
+    let event_id = save(&mut tx, organizer_id, None, new)
+        .await?
+        .ok_or_else(|| AppError::internal(anyhow::anyhow!("the event insert returned no row")))?;
     for (position, tt) in new.ticket_types.iter().enumerate() {
         insert_ticket_type(&mut tx, event_id, position as i32, tt).await?;
     }
     tx.commit().await?;
     tracing::info!(%event_id, "event created");
     Ok(event_id)
+}
+
+/// Write an event's own columns, in one statement for both cases: a new
+/// event (`event_id` is `None`; its status is `new`'s), or an edit of one of
+/// this organizer's events that is not cancelled (its status is left alone;
+/// `None` comes back when there is no such event).
+async fn save(
+    tx: &mut sqlx::PgConnection,
+    organizer_id: OrganizerId,
+    event_id: Option<EventId>,
+    new: &NewEvent,
+) -> Result<Option<EventId>, AppError> {
+    let saved = sqlx::query_scalar!(
+        r#"WITH edited AS (
+               UPDATE events SET title = $3, description = $4, venue = $5, starts_at = $6,
+                      sale_opens_at = $7, sale_closes_at = $8, updated_at = now()
+               WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'
+               RETURNING id
+           ), created AS (
+               INSERT INTO events (organizer_id, title, description, venue, starts_at,
+                                   sale_opens_at, sale_closes_at, status)
+               SELECT $2, $3, $4, $5, $6, $7, $8, $9 WHERE $1::uuid IS NULL
+               RETURNING id
+           )
+           SELECT id AS "id!" FROM edited UNION ALL SELECT id FROM created"#,
+        event_id.map(EventId::get),
+        organizer_id.get(),
+        new.title,
+        new.description,
+        new.venue,
+        new.starts_at,
+        new.window.opens_at,
+        new.window.closes_at,
+        new.window.status.as_str(),
+    )
+    .fetch_optional(tx)
+    .await?;
+    Ok(saved.map(EventId::from))
 }
 
 async fn insert_ticket_type(
@@ -144,22 +170,10 @@ pub async fn update(
     new: &NewEvent,
 ) -> Result<(), AppError> {
     let mut tx = db.begin().await?;
-    let updated = sqlx::query!(
-        "UPDATE events SET title = $3, description = $4, venue = $5, starts_at = $6,
-                sale_opens_at = $7, sale_closes_at = $8, updated_at = now()
-         WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'",
-        event_id.get(),
-        organizer_id.get(),
-        new.title,
-        new.description,
-        new.venue,
-        new.starts_at,
-        new.sale_opens_at,
-        new.sale_closes_at,
-    )
-    .execute(&mut *tx)
-    .await?;
-    if updated.rows_affected() != 1 {
+    if save(&mut tx, organizer_id, Some(event_id), new)
+        .await?
+        .is_none()
+    {
         return Err(AppError::NotFound);
     }
     for (position, tt) in new.ticket_types.iter().enumerate() {

@@ -1,23 +1,18 @@
-//! The order page: the order with its event, and its tickets.
+//! The order page: the order's event and its tickets (the order row
+//! itself is read by [`crate::sale::find_by_id`]).
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
 
 use crate::{
-    domain::{EventId, OrderId, OrderStatus},
+    domain::{EventId, OrderId},
     error::AppError,
 };
 
-/// Everything the order page shows, in one row.
+/// What the order page shows around the order row ([`crate::sale::Order`]):
+/// its ticket type and event, and when it was cancelled.
 #[derive(Debug, Clone)]
-pub struct OrderPage {
-    pub id: OrderId,
-    pub email: String,
-    pub quantity: i32,
-    pub status: OrderStatus,
-    pub unit_price_minor: i64,
-    pub currency: String,
-    pub created_at: OffsetDateTime,
+pub struct OrderContext {
     pub cancelled_at: Option<OffsetDateTime>,
     pub ticket_type_name: String,
     pub event_id: EventId,
@@ -43,11 +38,10 @@ pub async fn tickets(db: &PgPool, order_id: OrderId) -> Result<Vec<Ticket>, AppE
     .await?)
 }
 
-pub async fn page(db: &PgPool, order_id: OrderId) -> Result<OrderPage, AppError> {
+pub async fn context(db: &PgPool, order_id: OrderId) -> Result<OrderContext, AppError> {
     sqlx::query_as!(
-        OrderPage,
-        r#"SELECT o.id, o.email, o.quantity, o.status AS "status: OrderStatus", o.unit_price_minor,
-                  o.currency, o.created_at, o.cancelled_at, t.name AS ticket_type_name,
+        OrderContext,
+        r#"SELECT o.cancelled_at, t.name AS ticket_type_name,
                   e.id AS event_id, e.title AS event_title, e.venue, e.starts_at
            FROM orders o
            JOIN ticket_types t ON t.id = o.ticket_type_id

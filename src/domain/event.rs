@@ -3,7 +3,9 @@ use time::{
     macros::format_description,
 };
 
-use super::{Currency, EventStatus, ForField, InvalidField, MAX_QUANTITY, Money, TicketTypeId};
+use super::{
+    Currency, EventStatus, ForField, InvalidField, MAX_QUANTITY, Money, SaleWindow, TicketTypeId,
+};
 
 pub const MAX_TICKET_TYPES: usize = 20;
 pub const MAX_CAPACITY: i64 = 1_000_000;
@@ -54,9 +56,8 @@ pub struct NewEvent {
     pub description: String,
     pub venue: String,
     pub starts_at: OffsetDateTime,
-    pub sale_opens_at: OffsetDateTime,
-    pub sale_closes_at: Option<OffsetDateTime>,
-    pub status: EventStatus,
+    /// Its status and sale window, already checked to be in order.
+    pub window: SaleWindow,
     pub ticket_types: Vec<NewTicketType>,
 }
 
@@ -149,9 +150,11 @@ impl EventInput {
             description,
             venue,
             starts_at,
-            sale_opens_at,
-            sale_closes_at,
-            status,
+            window: SaleWindow {
+                status,
+                opens_at: sale_opens_at,
+                closes_at: sale_closes_at,
+            },
             ticket_types,
         })
     }
@@ -266,7 +269,7 @@ mod tests {
     #[test]
     fn parses_a_valid_event_with_defaults() {
         let event = valid().parse().unwrap();
-        assert_eq!(event.status, EventStatus::Draft);
+        assert_eq!(event.window.status, EventStatus::Draft);
         let tt = &event.ticket_types[0];
         assert_eq!(
             (

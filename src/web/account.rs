@@ -43,6 +43,15 @@ fn safe_next(next: &str) -> &str {
     if inside && plain { next } else { "/organizer" }
 }
 
+/// What a sign-up or log-in form sent, to show it again if it is refused.
+fn posted(fields: &FormFields) -> Credentials {
+    Credentials {
+        email: fields.get("email").to_owned(),
+        next: safe_next(fields.get("next")).to_owned(),
+        error: None,
+    }
+}
+
 pub async fn sign_up_form(ctx: PageContext) -> Markup {
     view::sign_up(&ctx, &Credentials::default())
 }
@@ -53,12 +62,8 @@ pub async fn sign_up(
     ctx: PageContext,
     fields: FormFields,
 ) -> Result<Response, AppError> {
-    let mut form = Credentials {
-        email: fields.get("email").to_owned(),
-        ..Credentials::default()
-    };
     let result = async {
-        let email = Email::parse(&form.email).for_field("email")?;
+        let email = Email::parse(fields.get("email")).for_field("email")?;
         let password = NewPassword::parse(fields.get("password"))?;
         auth::sign_up(&state.db, &email, password).await
     }
@@ -69,7 +74,10 @@ pub async fn sign_up(
             Ok(Redirect::to("/organizer").into_response())
         }
         Err(err @ (AppError::Invalid(_) | AppError::BadRequest(_))) => {
-            form.error = Some(FormError::from_app(&err));
+            let form = Credentials {
+                error: Some(FormError::from_app(&err)),
+                ..posted(&fields)
+            };
             Ok((err.status(), view::sign_up(&ctx, &form)).into_response())
         }
         Err(err) => Err(err),
@@ -90,11 +98,7 @@ pub async fn log_in(
     ctx: PageContext,
     fields: FormFields,
 ) -> Result<Response, AppError> {
-    let mut form = Credentials {
-        email: fields.get("email").to_owned(),
-        next: safe_next(fields.get("next")).to_owned(),
-        error: None,
-    };
+    let mut form = posted(&fields);
     let organizer = match Email::parse(&form.email) {
         Ok(email) => auth::log_in(&state.db, &email, fields.get("password")).await?,
         Err(_) => None,

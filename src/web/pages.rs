@@ -97,11 +97,13 @@ pub async fn order(
     Path(id): Path<String>,
 ) -> Result<Markup, AppError> {
     let order_id: OrderId = parse_id(&id)?;
-    let (order, tickets) = tokio::try_join!(
-        db::orders::page(&state.db, order_id),
+    let (order, context, tickets) = tokio::try_join!(
+        sale::find_by_id(&state.db, order_id),
+        db::orders::context(&state.db, order_id),
         db::orders::tickets(&state.db, order_id)
     )?;
-    Ok(views::orders::page(&ctx, &order, &tickets))
+    let order = order.ok_or(AppError::NotFound)?;
+    Ok(views::orders::page(&ctx, &order, &context, &tickets))
 }
 
 pub async fn cancel(

@@ -266,12 +266,25 @@ pub async fn confirmed_order_ids(pool: &PgPool) -> std::collections::BTreeSet<Uu
         .collect()
 }
 
-pub async fn remaining(pool: &PgPool, ticket_type_id: Uuid) -> i32 {
-    sqlx::query_scalar("SELECT remaining FROM ticket_types WHERE id = $1")
-        .bind(ticket_type_id)
+/// The one value that `select` (a query of one row by the id in `$1`) reads.
+pub async fn scalar<T>(pool: &PgPool, select: &str, id: Uuid) -> T
+where
+    T: for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send + Unpin,
+{
+    sqlx::query_scalar(select)
+        .bind(id)
         .fetch_one(pool)
         .await
         .unwrap()
+}
+
+pub async fn remaining(pool: &PgPool, ticket_type_id: Uuid) -> i32 {
+    scalar(
+        pool,
+        "SELECT remaining FROM ticket_types WHERE id = $1",
+        ticket_type_id,
+    )
+    .await
 }
 
 pub async fn capacity_and_remaining(pool: &PgPool, ticket_type_id: Uuid) -> (i32, i32) {
@@ -283,19 +296,11 @@ pub async fn capacity_and_remaining(pool: &PgPool, ticket_type_id: Uuid) -> (i32
 }
 
 pub async fn order_status(pool: &PgPool, order_id: Uuid) -> String {
-    sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
-        .bind(order_id)
-        .fetch_one(pool)
-        .await
-        .unwrap()
+    scalar(pool, "SELECT status FROM orders WHERE id = $1", order_id).await
 }
 
 pub async fn event_status(pool: &PgPool, event_id: Uuid) -> String {
-    sqlx::query_scalar("SELECT status FROM events WHERE id = $1")
-        .bind(event_id)
-        .fetch_one(pool)
-        .await
-        .unwrap()
+    scalar(pool, "SELECT status FROM events WHERE id = $1", event_id).await
 }
 
 /// The ticket codes of an order, in position order.

@@ -18,8 +18,7 @@ use crate::{
 async fn every_organizer_page_without_a_session_redirects_to_log_in_and_writes_nothing(
     pool: PgPool,
 ) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 8)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 8)]).await;
     // A real token id, so that a missing check could revoke something.
     let org = app.organizer("someone@example.org").await;
     let token = token_id(&pool, org.id, "tests").await;
@@ -207,11 +206,8 @@ async fn another_organizer_gets_404_on_every_route_of_an_event_it_does_not_own_a
 
     // Nor does the intruder see them listed, on the page or in the API.
     let overview = intruder.get("/organizer").await.text().await.unwrap();
-    let listed: Value = intruder
-        .api(Method::GET, "/api/v1/organizer/events")
-        .send()
+    let listed: Value = list_own_events(&app, &intruder.api_token)
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -233,11 +229,8 @@ async fn another_organizer_gets_404_on_every_route_of_an_event_it_does_not_own_a
             assert_eq!(owner.get(&path).await.status(), StatusCode::OK, "{path}");
         }
     }
-    let listed: Value = owner
-        .api(Method::GET, "/api/v1/organizer/events")
-        .send()
+    let listed: Value = list_own_events(&app, &owner.api_token)
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -268,12 +261,12 @@ async fn an_organizer_cannot_revoke_another_organizers_token(pool: PgPool) {
         .post_form(&format!("/organizer/settings/tokens/{token}/revoke"), &[])
         .await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
-    let revoked: Option<OffsetDateTime> =
-        sqlx::query_scalar("SELECT revoked_at FROM api_tokens WHERE id = $1")
-            .bind(token)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let revoked: Option<OffsetDateTime> = scalar(
+        &pool,
+        "SELECT revoked_at FROM api_tokens WHERE id = $1",
+        token,
+    )
+    .await;
     assert_eq!(revoked, None);
     assert_eq!(
         list_own_events(&app, &owner.api_token).await.status(),

@@ -77,11 +77,8 @@ async fn api_creates_an_event_with_its_ticket_types(pool: PgPool) {
     assert_eq!(in_db, returned);
     assert_eq!(event_status(&pool, id).await, "published");
     // The event belongs to the organizer whose token created it.
-    let owner: Option<Uuid> = sqlx::query_scalar("SELECT organizer_id FROM events WHERE id = $1")
-        .bind(id)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let owner: Option<Uuid> =
+        scalar(&pool, "SELECT organizer_id FROM events WHERE id = $1", id).await;
     assert_eq!(owner, Some(org.id));
 }
 
@@ -110,13 +107,7 @@ async fn api_event_creation_rejects_invalid_input_and_writes_nothing(pool: PgPoo
     ];
     for (body, field) in cases {
         let resp = api_create_event(&org, &body).await;
-        assert_api_error(
-            resp,
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid",
-            Some(field),
-        )
-        .await;
+        assert_invalid(resp, field).await;
     }
     let resp = api_create_event(&org, &unknown_field).await;
     assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
@@ -178,14 +169,8 @@ async fn api_lists_and_shows_published_events_only(pool: PgPool) {
 async fn api_order_is_created_replayed_with_the_same_key_and_conflicts_on_a_different_quantity(
     pool: PgPool,
 ) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 8)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
-    let request = json!({
-        "ticket_type_id": fixture.ticket_type_id(),
-        "quantity": 2,
-        "email": "Ada@Example.org",
-        "idempotency_key": "order-1",
-    });
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 8)]).await;
+    let request = order_json(fixture.ticket_type_id(), 2, "Ada@Example.org", "order-1");
 
     let resp = post_json(&app, "/api/v1/orders", &request).await;
     assert_eq!(resp.status(), StatusCode::CREATED);
@@ -204,8 +189,7 @@ async fn api_order_is_created_replayed_with_the_same_key_and_conflicts_on_a_diff
     assert_eq!(resp.status(), StatusCode::OK);
     let replayed: Value = resp.json().await.unwrap();
     assert_eq!(replayed["id"], created["id"]);
-    assert_eq!(order_count(&pool).await, 1);
-    assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 8);
+    assert_books(&pool, fixture.ticket_type_id(), 1, 8).await;
 
     let mut different = request.clone();
     different["quantity"] = json!(3);
@@ -217,15 +201,12 @@ async fn api_order_is_created_replayed_with_the_same_key_and_conflicts_on_a_diff
         Some("idempotency_key"),
     )
     .await;
-    assert_eq!(order_count(&pool).await, 1);
-    assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 8);
-    assert_invariants(&pool).await;
+    assert_books(&pool, fixture.ticket_type_id(), 1, 8).await;
 }
 
 #[sqlx::test]
 async fn api_get_and_cancel_order_then_a_second_cancel_is_already_cancelled(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
     let order_id = api_buy(&app, fixture.ticket_type_id(), 4, "ada@example.org").await;
 
     let resp = get(&app, &format!("/api/v1/orders/{order_id}")).await;
@@ -273,14 +254,8 @@ async fn api_get_and_cancel_order_then_a_second_cancel_is_already_cancelled(pool
 
 #[sqlx::test]
 async fn api_rejects_invalid_order_fields_naming_the_field(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
-    let valid = json!({
-        "ticket_type_id": fixture.ticket_type_id(),
-        "quantity": 1,
-        "email": "ada@example.org",
-        "idempotency_key": "k-1",
-    });
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    let valid = order_json(fixture.ticket_type_id(), 1, "ada@example.org", "k-1");
     let changed = |name: &str, value: Value| {
         let mut body = valid.clone();
         body[name] = value;
@@ -325,17 +300,9 @@ async fn api_rejects_invalid_order_fields_naming_the_field(pool: PgPool) {
     ];
     for (body, field) in cases {
         let resp = post_json(&app, "/api/v1/orders", &body).await;
-        assert_api_error(
-            resp,
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid",
-            Some(field),
-        )
-        .await;
+        assert_invalid(resp, field).await;
     }
-    assert_eq!(order_count(&pool).await, 0);
-    assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 10);
-    assert_invariants(&pool).await;
+    assert_books(&pool, fixture.ticket_type_id(), 0, 10).await;
 }
 
 #[sqlx::test]
@@ -360,12 +327,7 @@ async fn api_refuses_unknown_ticket_types_sold_out_not_enough_left_and_limits(po
     assert_eq!(orders, 3);
 
     let order = |tt: Uuid, quantity: i64, email: &str| {
-        json!({
-            "ticket_type_id": tt,
-            "quantity": quantity,
-            "email": email,
-            "idempotency_key": Uuid::new_v4().to_string(),
-        })
+        order_json(tt, quantity, email, &Uuid::new_v4().to_string())
     };
     let cases = [
         (
@@ -414,8 +376,7 @@ async fn api_refuses_unknown_ticket_types_sold_out_not_enough_left_and_limits(po
             );
         }
     }
-    assert_eq!(order_count(&pool).await, orders);
-    assert_eq!(remaining(&pool, tiny).await, 0);
+    assert_books(&pool, tiny, orders, 0).await;
     assert_eq!(remaining(&pool, small).await, 1);
     assert_eq!(remaining(&pool, limited).await, 48);
     assert_invariants(&pool).await;
@@ -424,24 +385,11 @@ async fn api_refuses_unknown_ticket_types_sold_out_not_enough_left_and_limits(po
 #[sqlx::test]
 async fn api_order_before_the_sale_opens_is_forbidden(pool: PgPool) {
     let opens = OffsetDateTime::now_utc() + Span::days(1);
-    let fixture = event_with_window(
-        &pool,
-        opens,
-        None,
-        "published",
-        &[TicketSpec::new(10, 4, 4)],
-    )
-    .await;
-    let app = TestApp::spawn(pool.clone()).await;
+    let (app, fixture) = app_with_window(&pool, opens, None, &[TicketSpec::new(10, 4, 4)]).await;
     let resp = post_json(
         &app,
         "/api/v1/orders",
-        &json!({
-            "ticket_type_id": fixture.ticket_type_id(),
-            "quantity": 1,
-            "email": "early@example.org",
-            "idempotency_key": "early",
-        }),
+        &order_json(fixture.ticket_type_id(), 1, "early@example.org", "early"),
     )
     .await;
     assert_api_error(resp, StatusCode::FORBIDDEN, "sale_not_open", None).await;
@@ -450,15 +398,8 @@ async fn api_order_before_the_sale_opens_is_forbidden(pool: PgPool) {
 
 #[sqlx::test]
 async fn api_rejects_malformed_json_and_wrong_content_type_with_400(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
-    let valid = json!({
-        "ticket_type_id": fixture.ticket_type_id(),
-        "quantity": 1,
-        "email": "ada@example.org",
-        "idempotency_key": "k-1",
-    })
-    .to_string();
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    let valid = order_json(fixture.ticket_type_id(), 1, "ada@example.org", "k-1").to_string();
 
     let malformed = [
         "{\"ticket_type_id\": ".to_owned(),
@@ -522,34 +463,28 @@ async fn api_unknown_route_is_a_json_not_found(pool: PgPool) {
 
 #[sqlx::test]
 async fn api_body_over_64_kib_is_refused_with_413(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
-    let body = json!({
-        "ticket_type_id": fixture.ticket_type_id(),
-        "quantity": 1,
-        "email": "big@example.org",
-        "idempotency_key": "x".repeat(64 * 1024),
-    });
-    let resp = post_json(&app, "/api/v1/orders", &body).await;
-    assert_api_error(
-        resp,
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "payload_too_large",
-        None,
-    )
-    .await;
-
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    let body = order_json(
+        fixture.ticket_type_id(),
+        1,
+        "big@example.org",
+        &"x".repeat(64 * 1024),
+    );
     let mut event = api_event("Huge", Some("published"));
     event["description"] = json!("y".repeat(70 * 1024));
     let org = app.organizer("api@example.org").await;
-    let resp = api_create_event(&org, &event).await;
-    assert_api_error(
-        resp,
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "payload_too_large",
-        None,
-    )
-    .await;
+    for resp in [
+        post_json(&app, "/api/v1/orders", &body).await,
+        api_create_event(&org, &event).await,
+    ] {
+        assert_api_error(
+            resp,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            None,
+        )
+        .await;
+    }
 
     assert_eq!(order_count(&pool).await, 0);
     assert_eq!(event_count(&pool).await, 1);

@@ -14,8 +14,7 @@ use crate::{
 async fn buy_form_with_missing_fields_comes_back_with_the_error_and_nothing_is_written(
     pool: PgPool,
 ) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
     let tt = fixture.ticket_type_id().to_string();
     let key = Uuid::new_v4().to_string();
     let path = format!("/events/{}/orders", fixture.event_id);
@@ -62,18 +61,12 @@ async fn buy_form_with_missing_fields_comes_back_with_the_error_and_nothing_is_w
     let resp = post_raw_form(&app, &path, String::new()).await;
     assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
 
-    assert_eq!(order_count(&pool).await, 0);
-    assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 10);
-    assert_invariants(&pool).await;
+    assert_books(&pool, fixture.ticket_type_id(), 0, 10).await;
 }
 
 #[sqlx::test]
 async fn buy_form_refuses_out_of_range_and_non_numeric_quantities(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(1000, 100, 100)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
-    let tt = fixture.ticket_type_id().to_string();
-    let path = format!("/events/{}/orders", fixture.event_id);
-
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(1000, 100, 100)]).await;
     let cases = [
         ("0", "Choose at least 1 ticket."),
         ("-1", "Choose at least 1 ticket."),
@@ -88,17 +81,7 @@ async fn buy_form_refuses_out_of_range_and_non_numeric_quantities(pool: PgPool) 
     ];
     for (quantity, message) in cases {
         let key = Uuid::new_v4().to_string();
-        let resp = post_form(
-            &app,
-            &path,
-            &[
-                ("ticket_type_id", tt.as_str()),
-                ("quantity", quantity),
-                ("email", "typed@example.org"),
-                ("idempotency_key", key.as_str()),
-            ],
-        )
-        .await;
+        let resp = buy_on_page(&app, &fixture, quantity, "typed@example.org", key.as_str()).await;
         assert_eq!(
             resp.status(),
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -121,17 +104,12 @@ async fn buy_form_refuses_out_of_range_and_non_numeric_quantities(pool: PgPool) 
         // The same key comes back, so a corrected resubmission stays idempotent.
         assert_eq!(idempotency_key_in(&body), key);
     }
-    assert_eq!(order_count(&pool).await, 0);
-    assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 1000);
+    assert_books(&pool, fixture.ticket_type_id(), 0, 1000).await;
 }
 
 #[sqlx::test]
 async fn buy_form_refuses_malformed_emails_and_keeps_what_was_typed(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
-    let tt = fixture.ticket_type_id().to_string();
-    let path = format!("/events/{}/orders", fixture.event_id);
-
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
     let cases = [
         ("ada", "&quot;ada&quot; is not a valid email address."),
         ("ada@", "&quot;ada@&quot; is not a valid email address."),
@@ -144,17 +122,7 @@ async fn buy_form_refuses_malformed_emails_and_keeps_what_was_typed(pool: PgPool
     ];
     for (email, message) in cases {
         let key = Uuid::new_v4().to_string();
-        let resp = post_form(
-            &app,
-            &path,
-            &[
-                ("ticket_type_id", tt.as_str()),
-                ("quantity", "3"),
-                ("email", email),
-                ("idempotency_key", key.as_str()),
-            ],
-        )
-        .await;
+        let resp = buy_on_page(&app, &fixture, "3", email, key.as_str()).await;
         assert_eq!(
             resp.status(),
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -175,8 +143,7 @@ async fn buy_form_refuses_malformed_emails_and_keeps_what_was_typed(pool: PgPool
 
 #[sqlx::test]
 async fn buy_form_escapes_what_was_typed_when_it_comes_back(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
     let tt = fixture.ticket_type_id().to_string();
     let resp = post_buy_form(
         &app,
@@ -199,8 +166,7 @@ async fn buy_form_escapes_what_was_typed_when_it_comes_back(pool: PgPool) {
 
 #[sqlx::test]
 async fn buy_form_with_an_unknown_ticket_type_is_not_found(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
     let unknown = Uuid::new_v4().to_string();
     let resp = post_buy_form(
         &app,
@@ -269,33 +235,18 @@ async fn buy_form_for_a_ticket_type_of_another_event_is_refused(pool: PgPool) {
         "Location: {:?}",
         resp.headers().get("location")
     );
-    assert_eq!(order_count(&pool).await, 0);
-    assert_eq!(remaining(&pool, other.ticket_type_id()).await, 10);
+    assert_books(&pool, other.ticket_type_id(), 0, 10).await;
 }
 
 #[sqlx::test]
 async fn buy_form_over_the_per_order_limit_or_the_stock_is_a_conflict(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(3, 4, 4)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
-    let tt = fixture.ticket_type_id().to_string();
-    let path = format!("/events/{}/orders", fixture.event_id);
-
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(3, 4, 4)]).await;
     let cases = [
         ("5", "At most 4 tickets of this type fit in one order."),
         ("4", "Only 3 left of this ticket type; choose fewer."),
     ];
     for (quantity, message) in cases {
-        let resp = post_form(
-            &app,
-            &path,
-            &[
-                ("ticket_type_id", tt.as_str()),
-                ("quantity", quantity),
-                ("email", "greedy@example.org"),
-                ("idempotency_key", "key-greedy"),
-            ],
-        )
-        .await;
+        let resp = buy_on_page(&app, &fixture, quantity, "greedy@example.org", "key-greedy").await;
         assert_eq!(resp.status(), StatusCode::CONFLICT, "quantity {quantity}");
         let body = resp.text().await.unwrap();
         assert!(body.contains(message), "quantity {quantity}: {body}");
@@ -309,21 +260,10 @@ async fn buy_form_over_the_per_order_limit_or_the_stock_is_a_conflict(pool: PgPo
         );
         assert_eq!(idempotency_key_in(&body), "key-greedy");
     }
-    assert_eq!(order_count(&pool).await, 0);
-    assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 3);
+    assert_books(&pool, fixture.ticket_type_id(), 0, 3).await;
 
     // The same key with a quantity that fits now succeeds: refusals wrote nothing.
-    let resp = post_form(
-        &app,
-        &path,
-        &[
-            ("ticket_type_id", tt.as_str()),
-            ("quantity", "3"),
-            ("email", "greedy@example.org"),
-            ("idempotency_key", "key-greedy"),
-        ],
-    )
-    .await;
+    let resp = buy_on_page(&app, &fixture, "3", "greedy@example.org", "key-greedy").await;
     order_id_from_redirect(&resp);
     assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 0);
     assert_invariants(&pool).await;
@@ -331,19 +271,9 @@ async fn buy_form_over_the_per_order_limit_or_the_stock_is_a_conflict(pool: PgPo
 
 #[sqlx::test]
 async fn buy_form_over_the_buyer_limit_is_a_conflict(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(20, 2, 3)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(20, 2, 3)]).await;
     api_buy(&app, fixture.ticket_type_id(), 2, "fan@example.org").await;
-    let tt = fixture.ticket_type_id().to_string();
-    let resp = post_buy_form(
-        &app,
-        fixture.event_id,
-        &tt,
-        "2",
-        "FAN@example.org",
-        "key-second",
-    )
-    .await;
+    let resp = buy_on_page(&app, &fixture, "2", "FAN@example.org", "key-second").await;
     assert_eq!(resp.status(), StatusCode::CONFLICT);
     let body = resp.text().await.unwrap();
     assert!(
@@ -352,33 +282,14 @@ async fn buy_form_over_the_buyer_limit_is_a_conflict(pool: PgPool) {
         ),
         "{body}"
     );
-    assert_eq!(order_count(&pool).await, 1);
-    assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 18);
-    assert_invariants(&pool).await;
+    assert_books(&pool, fixture.ticket_type_id(), 1, 18).await;
 }
 
 #[sqlx::test]
 async fn buy_form_before_the_sale_opens_is_forbidden(pool: PgPool) {
     let opens = OffsetDateTime::now_utc() + Span::days(1);
-    let fixture = event_with_window(
-        &pool,
-        opens,
-        None,
-        "published",
-        &[TicketSpec::new(10, 4, 4)],
-    )
-    .await;
-    let app = TestApp::spawn(pool.clone()).await;
-    let tt = fixture.ticket_type_id().to_string();
-    let resp = post_buy_form(
-        &app,
-        fixture.event_id,
-        &tt,
-        "1",
-        "early@example.org",
-        "key-early",
-    )
-    .await;
+    let (app, fixture) = app_with_window(&pool, opens, None, &[TicketSpec::new(10, 4, 4)]).await;
+    let resp = buy_on_page(&app, &fixture, "1", "early@example.org", "key-early").await;
     assert_eq!(resp.status(), StatusCode::FORBIDDEN);
     let body = resp.text().await.unwrap();
     assert!(
@@ -389,8 +300,7 @@ async fn buy_form_before_the_sale_opens_is_forbidden(pool: PgPool) {
         "{body}"
     );
     assert!(!body.contains("Buy tickets"), "{body}");
-    assert_eq!(order_count(&pool).await, 0);
-    assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 10);
+    assert_books(&pool, fixture.ticket_type_id(), 0, 10).await;
 }
 
 #[sqlx::test]
@@ -399,25 +309,14 @@ async fn buy_form_on_a_draft_event_is_not_found(pool: PgPool) {
     let fixture =
         event_with_window(&pool, opened, None, "draft", &[TicketSpec::new(10, 4, 4)]).await;
     let app = TestApp::spawn(pool.clone()).await;
-    let tt = fixture.ticket_type_id().to_string();
-    let resp = post_buy_form(
-        &app,
-        fixture.event_id,
-        &tt,
-        "1",
-        "sneaky@example.org",
-        "key-draft",
-    )
-    .await;
+    let resp = buy_on_page(&app, &fixture, "1", "sneaky@example.org", "key-draft").await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
-    assert_eq!(order_count(&pool).await, 0);
-    assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 10);
+    assert_books(&pool, fixture.ticket_type_id(), 0, 10).await;
 }
 
 #[sqlx::test]
 async fn buy_form_body_over_64_kib_is_refused_with_413(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
     let tt = fixture.ticket_type_id().to_string();
     let padding = "x".repeat(64 * 1024);
     let resp = post_form(
@@ -439,6 +338,5 @@ async fn buy_form_body_over_64_kib_is_refused_with_413(pool: PgPool) {
             .unwrap()
             .contains("The request body is too large.")
     );
-    assert_eq!(order_count(&pool).await, 0);
-    assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 10);
+    assert_books(&pool, fixture.ticket_type_id(), 0, 10).await;
 }

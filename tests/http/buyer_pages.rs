@@ -86,11 +86,7 @@ async fn event_page_shows_ticket_types_remaining_and_a_buy_form_with_an_idempote
     Uuid::parse_str(&key).expect("the key is a UUID");
 
     // Every render carries a fresh key, so two tabs are two purchases.
-    let again = get(&app, &format!("/events/{}", fixture.event_id))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let again = page_text(&app, &format!("/events/{}", fixture.event_id)).await;
     assert_ne!(idempotency_key_in(&again), key);
 }
 
@@ -119,8 +115,7 @@ async fn event_page_of_a_draft_an_unknown_id_or_a_garbage_id_is_not_found(pool: 
 
 #[sqlx::test]
 async fn sold_out_event_page_says_so_and_has_no_buy_form(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(2, 2, 2)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(2, 2, 2)]).await;
     api_buy(&app, fixture.ticket_type_id(), 2, "all@example.org").await;
     assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 0);
 
@@ -163,25 +158,11 @@ async fn event_page_before_the_sale_opens_says_when_it_opens_and_has_no_form(poo
 
 #[sqlx::test]
 async fn buying_through_the_form_redirects_to_the_order_page_which_shows_the_order(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
-    let page = get(&app, &format!("/events/{}", fixture.event_id))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    let page = page_text(&app, &format!("/events/{}", fixture.event_id)).await;
     let key = idempotency_key_in(&page);
-    let tt = fixture.ticket_type_id().to_string();
 
-    let resp = post_buy_form(
-        &app,
-        fixture.event_id,
-        &tt,
-        "2",
-        "  Ada@Example.org ",
-        key.as_str(),
-    )
-    .await;
+    let resp = buy_on_page(&app, &fixture, "2", "  Ada@Example.org ", key.as_str()).await;
     let order_id = order_id_from_redirect(&resp);
 
     let (email, quantity, status, ticket_type_id): (String, i32, String, Uuid) =
@@ -215,8 +196,7 @@ async fn buying_through_the_form_redirects_to_the_order_page_which_shows_the_ord
 
 #[sqlx::test]
 async fn resubmitting_the_buy_form_with_the_same_key_lands_on_the_same_order(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 8)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 8)]).await;
     let tt = fixture.ticket_type_id().to_string();
     let key = Uuid::new_v4().to_string();
     let fields = [
@@ -230,15 +210,12 @@ async fn resubmitting_the_buy_form_with_the_same_key_lands_on_the_same_order(poo
     let first = order_id_from_redirect(&post_form(&app, &path, &fields).await);
     let second = order_id_from_redirect(&post_form(&app, &path, &fields).await);
     assert_eq!(first, second);
-    assert_eq!(order_count(&pool).await, 1);
-    assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 7);
-    assert_invariants(&pool).await;
+    assert_books(&pool, fixture.ticket_type_id(), 1, 7).await;
 }
 
 #[sqlx::test]
 async fn cancelling_an_order_through_the_page_returns_its_tickets_once(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
     let order_id = api_buy(&app, fixture.ticket_type_id(), 3, "ada@example.org").await;
     assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 7);
 
@@ -254,11 +231,7 @@ async fn cancelling_an_order_through_the_page_returns_its_tickets_once(pool: PgP
     assert_eq!(location(&resp), format!("/orders/{order_id}"));
     assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 10);
 
-    let body = get(&app, &format!("/orders/{order_id}"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let body = page_text(&app, &format!("/orders/{order_id}")).await;
     assert!(body.contains("Order cancelled"), "{body}");
     assert!(!body.contains("Cancel this order"), "{body}");
     assert_invariants(&pool).await;

@@ -11,7 +11,6 @@ use std::{
 
 use base64::Engine as _;
 use reqwest::StatusCode;
-use serde_json::{Value, json};
 use sqlx::{
     PgPool,
     postgres::{PgConnectOptions, PgPoolOptions},
@@ -21,7 +20,6 @@ use stampede::{
     error::AppError,
     sale::{self, Purchase, PurchaseRequest},
 };
-use time::OffsetDateTime;
 use tokio::sync::{Barrier, Notify};
 use uuid::Uuid;
 
@@ -37,14 +35,9 @@ use crate::{
 async fn cancelling_an_event_cancels_every_order_returns_the_tickets_and_stops_sales(pool: PgPool) {
     let app = TestApp::spawn(pool.clone()).await;
     let org = app.organizer("owner@example.org").await;
-    let event = owned_event(
-        &org,
-        opened(),
-        "published",
-        &[TicketSpec::new(10, 4, 4), TicketSpec::new(5, 2, 2)],
-    )
-    .await;
-    let other = owned_event(&org, opened(), "published", &[TicketSpec::new(10, 4, 4)]).await;
+    let event =
+        owned_published_event(&org, &[TicketSpec::new(10, 4, 4), TicketSpec::new(5, 2, 2)]).await;
+    let other = owned_published_event(&org, &[TicketSpec::new(10, 4, 4)]).await;
     let [standing, seated] = event.ticket_type_ids[..] else {
         panic!("two ticket types")
     };
@@ -56,12 +49,7 @@ async fn cancelling_an_event_cancels_every_order_returns_the_tickets_and_stops_s
         .post_form(&format!("/orders/{cancelled_before}/cancel"), &[])
         .await;
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
-    let earlier_cancel: Option<OffsetDateTime> =
-        sqlx::query_scalar("SELECT cancelled_at FROM orders WHERE id = $1")
-            .bind(cancelled_before)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let earlier_cancel = cancelled_at(&pool, cancelled_before).await;
     let untouched = api_buy(&app, other.ticket_type_id(), 2, "ada@example.org").await;
     assert_eq!(
         stock(&pool, event.event_id).await,
@@ -94,12 +82,7 @@ async fn cancelling_an_event_cancels_every_order_returns_the_tickets_and_stops_s
             "order {id}"
         );
     }
-    let still: Option<OffsetDateTime> =
-        sqlx::query_scalar("SELECT cancelled_at FROM orders WHERE id = $1")
-            .bind(cancelled_before)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let still = cancelled_at(&pool, cancelled_before).await;
     assert_eq!(
         still, earlier_cancel,
         "an already cancelled order was cancelled again"
@@ -114,81 +97,30 @@ async fn cancelling_an_event_cancels_every_order_returns_the_tickets_and_stops_s
     .unwrap();
     assert_eq!(held, 0);
     // Another event of the same organizer keeps its order.
-    let status: String = sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
-        .bind(untouched)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let status = order_status(&pool, untouched).await;
     assert_eq!(status, "confirmed");
     assert_invariants(&pool).await;
 
     // No more sales, through the API or the form.
-    let resp = app
-        .client
-        .post(app.url("/api/v1/orders"))
-        .json(&json!({
-            "ticket_type_id": standing, "quantity": 1,
-            "email": "late@example.org", "idempotency_key": "late-1",
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
-    let body: Value = resp.json().await.unwrap();
-    assert_eq!(body["error"]["code"], "sale_closed", "{body}");
+    let resp = post_json(
+        &app,
+        "/api/v1/orders",
+        &order_json(standing, 1, "late@example.org", "late-1"),
+    )
+    .await;
+    assert_api_error(resp, StatusCode::FORBIDDEN, "sale_closed", None).await;
     let tt = seated.to_string();
-    let resp = app
-        .post_form(
-            &format!("/events/{}/orders", event.event_id),
-            &[
-                ("ticket_type_id", &tt),
-                ("quantity", "1"),
-                ("email", "late@example.org"),
-                ("idempotency_key", "late-2"),
-            ],
-        )
-        .await;
+    let resp = post_buy_form(&app, event.event_id, &tt, "1", "late@example.org", "late-2").await;
     assert_eq!(resp.status(), StatusCode::FORBIDDEN);
-    assert!(
-        resp.text()
-            .await
-            .unwrap()
-            .contains("This event was cancelled.")
-    );
+    let body = resp.text().await.unwrap();
+    assert!(body.contains("This event was cancelled."), "{body}");
     // Buyers see the cancellation, not a buy form; the event is not listed.
-    let public = app
-        .client
-        .get(app.url(&format!("/events/{}", event.event_id)))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let public = page_text(&app, &format!("/events/{}", event.event_id)).await;
     assert!(public.contains("This event was cancelled."), "{public}");
     assert!(!public.contains("idempotency_key"), "{public}");
-    let listed: Value = app
-        .client
-        .get(app.url("/api/v1/events"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert!(
-        !listed.to_string().contains(&event.event_id.to_string()),
-        "{listed}"
-    );
-    let order_page = app
-        .client
-        .get(app.url(&format!("/orders/{a}")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let listed = page_text(&app, "/api/v1/events").await;
+    assert!(!listed.contains(&event.event_id.to_string()), "{listed}");
+    let order_page = page_text(&app, &format!("/orders/{a}")).await;
     assert!(order_page.contains("Order cancelled"), "{order_page}");
 
     // Nothing brings it back or returns tickets twice: a second cancel, a
@@ -221,10 +153,8 @@ async fn two_hundred_buyers_racing_the_owner_cancelling_the_event_leave_no_confi
     let pool = pool(connect, 48).await;
     let app = TestApp::spawn(pool.clone()).await;
     let org = app.organizer("owner@example.org").await;
-    let event = owned_event(
+    let event = owned_published_event(
         &org,
-        opened(),
-        "published",
         &[TicketSpec::new(120, 2, 2), TicketSpec::new(40, 2, 2)],
     )
     .await;
@@ -377,8 +307,7 @@ async fn order_page(app: &TestApp, order_id: Uuid) -> String {
 async fn the_order_page_shows_one_ticket_per_seat_with_a_distinct_code_and_a_qr_image(
     pool: PgPool,
 ) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
     let order = api_buy(&app, fixture.ticket_type_id(), 3, "ada@example.org").await;
 
     let page = order_page(&app, order).await;

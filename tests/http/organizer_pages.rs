@@ -512,8 +512,7 @@ fn assert_full_page(what: &str, body: &str) {
 
 #[sqlx::test]
 async fn buyer_and_error_pages_are_full_pages_with_the_site_layout(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
     let order_id = api_buy(&app, fixture.ticket_type_id(), 1, "ada@example.org").await;
     for path in [
         "/".to_owned(),
@@ -529,8 +528,7 @@ async fn buyer_and_error_pages_are_full_pages_with_the_site_layout(pool: PgPool)
     let resp = org.get("/organizer").await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_full_page("/organizer", &resp.text().await.unwrap());
-    let tt = fixture.ticket_type_id().to_string();
-    let resp = post_buy_form(&app, fixture.event_id, &tt, "0", "ada@example.org", "k").await;
+    let resp = buy_on_page(&app, &fixture, "0", "ada@example.org", "k").await;
     assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert_full_page("refused buy form", &resp.text().await.unwrap());
 }

@@ -161,8 +161,7 @@ async fn events_that_already_started_are_not_listed_for_buyers(pool: PgPool) {
 
 #[sqlx::test]
 async fn pages_with_order_codes_are_never_stored_by_caches(pool: PgPool) {
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let app = TestApp::spawn(pool.clone()).await;
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
     let order_id = api_buy(&app, fixture.ticket_type_id(), 1, "ada@example.org").await;
     for path in [
         format!("/orders/{order_id}"),

@@ -13,6 +13,11 @@ pub async fn get(app: &TestApp, path: &str) -> Response {
     app.client.get(app.url(path)).send().await.unwrap()
 }
 
+/// The body of a GET that must answer.
+pub async fn page_text(app: &TestApp, path: &str) -> String {
+    get(app, path).await.text().await.unwrap()
+}
+
 /// A page form post as the browser sends it: the CSRF cookie and the
 /// matching hidden field ride along (see `stampede::web::csrf`).
 pub async fn post_form(app: &TestApp, path: &str, fields: &[(&str, &str)]) -> Response {
@@ -44,6 +49,18 @@ pub async fn post_buy_form(
         ("idempotency_key", idempotency_key),
     ];
     post_form(app, &format!("/events/{event_id}/orders"), &fields).await
+}
+
+/// The buy form of the fixture's event, for its first ticket type.
+pub async fn buy_on_page(
+    app: &TestApp,
+    fixture: &Fixture,
+    quantity: &str,
+    email: &str,
+    idempotency_key: &str,
+) -> Response {
+    let tt = fixture.ticket_type_id().to_string();
+    post_buy_form(app, fixture.event_id, &tt, quantity, email, idempotency_key).await
 }
 
 /// A bodiless POST, as an API client sends it.
@@ -106,6 +123,17 @@ pub async fn assert_api_error(
     body
 }
 
+/// A JSON `422 invalid` error that names `field`.
+pub async fn assert_invalid(resp: Response, field: &str) -> Value {
+    assert_api_error(
+        resp,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid",
+        Some(field),
+    )
+    .await
+}
+
 pub async fn event_count(pool: &PgPool) -> i64 {
     count(pool, "SELECT count(*) FROM events").await
 }
@@ -115,11 +143,7 @@ pub async fn ticket_type_count(pool: &PgPool) -> i64 {
 }
 
 pub async fn event_title(pool: &PgPool, event_id: Uuid) -> String {
-    sqlx::query_scalar("SELECT title FROM events WHERE id = $1")
-        .bind(event_id)
-        .fetch_one(pool)
-        .await
-        .unwrap()
+    scalar(pool, "SELECT title FROM events WHERE id = $1", event_id).await
 }
 
 /// "Mon 1 Mar 2027, 19:30 UTC", the way pages show times.
@@ -309,4 +333,49 @@ pub async fn list_own_events(app: &TestApp, token: &str) -> Response {
         .send()
         .await
         .unwrap()
+}
+
+/// The app, serving one published event whose sale is open.
+pub async fn app_with_event(pool: &PgPool, specs: &[TicketSpec]) -> (TestApp, Fixture) {
+    let fixture = published_event(pool, specs).await;
+    (TestApp::spawn(pool.clone()).await, fixture)
+}
+
+/// The app, serving one published event with this sale window.
+pub async fn app_with_window(
+    pool: &PgPool,
+    opens: OffsetDateTime,
+    closes: Option<OffsetDateTime>,
+    specs: &[TicketSpec],
+) -> (TestApp, Fixture) {
+    let fixture = event_with_window(pool, opens, closes, "published", specs).await;
+    (TestApp::spawn(pool.clone()).await, fixture)
+}
+
+/// When an order was cancelled, if it was.
+pub async fn cancelled_at(pool: &PgPool, order_id: Uuid) -> Option<OffsetDateTime> {
+    scalar(
+        pool,
+        "SELECT cancelled_at FROM orders WHERE id = $1",
+        order_id,
+    )
+    .await
+}
+
+/// The books after what a test did: `orders` orders in all (any status),
+/// `left` tickets of `ticket_type_id` left, and the invariants hold.
+pub async fn assert_books(pool: &PgPool, ticket_type_id: Uuid, orders: i64, left: i32) {
+    assert_eq!(order_count(pool).await, orders, "orders in the table");
+    assert_eq!(remaining(pool, ticket_type_id).await, left, "remaining");
+    assert_invariants(pool).await;
+}
+
+/// A JSON order body.
+pub fn order_json(ticket_type_id: Uuid, quantity: i64, email: &str, key: &str) -> Value {
+    json!({
+        "ticket_type_id": ticket_type_id,
+        "quantity": quantity,
+        "email": email,
+        "idempotency_key": key,
+    })
 }

@@ -83,18 +83,11 @@ fn sales_table(ticket_types: &[TicketTypeSales], totals: &SalesTotals) -> Markup
         @if ticket_types.is_empty() {
             p.empty { "This event has no ticket types." }
         } @else {
-            div.table-scroll {
-                table.events.sales {
-                    caption.visually-hidden { "Tickets sold, remaining and revenue per ticket type" }
-                    thead {
-                        tr {
-                            th scope="col" { "Ticket type" }
-                            th.num scope="col" { "Sold" }
-                            th.num scope="col" { "Remaining" }
-                            th.num scope="col" { "Capacity" }
-                            th.num scope="col" { "Revenue" }
-                        }
-                    }
+            (data_table(
+                "sales",
+                "Tickets sold, remaining and revenue per ticket type",
+                &[("Ticket type", false), ("Sold", true), ("Remaining", true), ("Capacity", true), ("Revenue", true)],
+                html! {
                     tbody {
                         @for tt in ticket_types {
                             tr data-ticket-type=(tt.id) {
@@ -115,7 +108,27 @@ fn sales_table(ticket_types: &[TicketTypeSales], totals: &SalesTotals) -> Markup
                             td.num.revenue { (revenue_cell(&totals.revenue)) }
                         }
                     }
+                },
+            ))
+        }
+    }
+}
+
+/// A table that scrolls sideways on narrow screens, with a caption for
+/// screen readers and one header row of (name, numeric) columns.
+fn data_table(class: &str, caption: &str, columns: &[(&str, bool)], rows: Markup) -> Markup {
+    html! {
+        div.table-scroll {
+            table.events.(class) {
+                caption.visually-hidden { (caption) }
+                thead {
+                    tr {
+                        @for (name, numeric) in columns {
+                            th.num[*numeric] scope="col" { (name) }
+                        }
+                    }
                 }
+                (rows)
             }
         }
     }
@@ -158,20 +171,14 @@ fn orders(event_id: EventId, orders: &OrdersPage) -> Markup {
                 @if query.is_empty() { "No orders yet." } @else { "No orders match this search." }
             }
         } @else {
-            div.table-scroll {
-                table.events.orders {
-                    caption.visually-hidden { "Orders, newest first" }
-                    thead {
-                        tr {
-                            th scope="col" { "Ordered" }
-                            th scope="col" { "Email" }
-                            th scope="col" { "Ticket type" }
-                            th.num scope="col" { "Qty" }
-                            th scope="col" { "Status" }
-                            th.num scope="col" { "Total" }
-                            th scope="col" { "Order" }
-                        }
-                    }
+            (data_table(
+                "orders",
+                "Orders, newest first",
+                &[
+                    ("Ordered", false), ("Email", false), ("Ticket type", false), ("Qty", true),
+                    ("Status", false), ("Total", true), ("Order", false),
+                ],
+                html! {
                     tbody {
                         @for order in &orders.rows {
                             tr data-order=(order.id) {
@@ -189,8 +196,8 @@ fn orders(event_id: EventId, orders: &OrdersPage) -> Markup {
                             }
                         }
                     }
-                }
-            }
+                },
+            ))
         }
         @if orders.pages > 1 {
             nav.pagination aria-label="Order pages" {

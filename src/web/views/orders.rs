@@ -3,11 +3,12 @@ use maud::{Markup, html};
 use super::{csrf_field, format_time, layout};
 use crate::web::extract::PageContext;
 use crate::{
-    db::orders::{OrderPage, Ticket},
+    db::orders::{OrderContext, Ticket},
     domain::{OrderStatus, format_price},
+    sale::Order,
 };
 
-pub fn page(ctx: &PageContext, order: &OrderPage, tickets: &[Ticket]) -> Markup {
+pub fn page(ctx: &PageContext, order: &Order, about: &OrderContext, tickets: &[Ticket]) -> Markup {
     let confirmed = order.status == OrderStatus::Confirmed;
     let total = order.unit_price_minor * i64::from(order.quantity);
     layout(
@@ -22,15 +23,15 @@ pub fn page(ctx: &PageContext, order: &OrderPage, tickets: &[Ticket]) -> Markup 
                     h1 { "Order cancelled" }
                     p.notice role="status" {
                         "This order was cancelled"
-                        @if let Some(at) = order.cancelled_at { " on " (format_time(at)) }
+                        @if let Some(at) = about.cancelled_at { " on " (format_time(at)) }
                         "; its tickets went back on sale."
                     }
                 }
                 dl {
-                    dt { "Event" } dd { a href={ "/events/" (order.event_id) } { (order.event_title) } }
-                    dt { "When" } dd { (format_time(order.starts_at)) }
-                    dt { "Where" } dd { (order.venue) }
-                    dt { "Tickets" } dd { (order.quantity) " × " (order.ticket_type_name) }
+                    dt { "Event" } dd { a href={ "/events/" (about.event_id) } { (about.event_title) } }
+                    dt { "When" } dd { (format_time(about.starts_at)) }
+                    dt { "Where" } dd { (about.venue) }
+                    dt { "Tickets" } dd { (order.quantity) " × " (about.ticket_type_name) }
                     dt { "Total" } dd { (format_price(total, &order.currency)) }
                     dt { "Email" } dd { (order.email) }
                     dt { "Order" } dd { code { (order.id) } }
@@ -47,7 +48,7 @@ pub fn page(ctx: &PageContext, order: &OrderPage, tickets: &[Ticket]) -> Markup 
                                 div {
                                     strong { "Ticket " (ticket.position) " of " (order.quantity) }
                                     br;
-                                    (order.ticket_type_name)
+                                    (about.ticket_type_name)
                                     br;
                                     code.ticket-code { (grouped(&ticket.code)) }
                                 }
