@@ -103,7 +103,8 @@ pub struct ServeArgs {
     )]
     pub db_acquire_timeout_ms: u64,
 
-    /// Requests handled at once; beyond this, new ones get 503 at once.
+    /// Requests handled at once, purchases and /healthz aside; beyond this,
+    /// new ones get 503 at once.
     #[arg(
         long,
         env = "STAMPEDE_MAX_IN_FLIGHT",
@@ -111,6 +112,68 @@ pub struct ServeArgs {
         global = true
     )]
     pub max_in_flight: usize,
+
+    /// Purchases handled at once (their own budget, apart from the rest);
+    /// beyond this, new ones get 503 at once.
+    #[arg(
+        long,
+        env = "STAMPEDE_MAX_PURCHASES_IN_FLIGHT",
+        default_value_t = 1024,
+        global = true
+    )]
+    pub max_purchases_in_flight: usize,
+
+    /// Requests in flight from one client address (IPv6: one /64); beyond
+    /// this, 429. 0 turns the cap off (behind a proxy, every request comes
+    /// from the proxy's address).
+    #[arg(
+        long,
+        env = "STAMPEDE_MAX_IN_FLIGHT_PER_IP",
+        default_value_t = 64,
+        global = true
+    )]
+    pub max_in_flight_per_ip: usize,
+
+    /// Open connections from one client address (IPv6: one /64); beyond
+    /// this, new ones are refused. 0 turns the cap off.
+    #[arg(
+        long,
+        env = "STAMPEDE_MAX_CONNECTIONS_PER_IP",
+        default_value_t = 256,
+        global = true
+    )]
+    pub max_connections_per_ip: usize,
+
+    /// Seconds a request head may take from its first byte to its end.
+    #[arg(
+        long,
+        env = "STAMPEDE_HEADER_READ_TIMEOUT_SECS",
+        default_value_t = 5,
+        value_parser = clap::value_parser!(u64).range(1..),
+        global = true
+    )]
+    pub header_read_timeout_secs: u64,
+
+    /// Seconds a connection may stay open with no request before it is
+    /// closed. Behind a load balancer, set it above the balancer's own.
+    #[arg(
+        long,
+        env = "STAMPEDE_IDLE_TIMEOUT_SECS",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..),
+        global = true
+    )]
+    pub idle_timeout_secs: u64,
+
+    /// Seconds a request body may take to arrive whole; beyond, 408.
+    #[arg(
+        long,
+        env = "STAMPEDE_BODY_READ_TIMEOUT_SECS",
+        default_value_t = 5,
+        value_parser = clap::value_parser!(u64).range(1..),
+        global = true
+    )]
+    pub body_read_timeout_secs: u64,
 
     /// Seconds before a request is abandoned with 503.
     #[arg(

@@ -45,6 +45,8 @@ pub enum AppError {
     MethodNotAllowed,
     #[error("The request body is too large.")]
     PayloadTooLarge,
+    #[error("The request body arrived too slowly; please try again.")]
+    RequestTimeout,
     #[error("Stampede is very busy right now; please try again in a moment.")]
     Overloaded,
     #[error("Something went wrong on our side; please try again.")]
@@ -69,6 +71,7 @@ impl AppError {
             Self::SaleNotOpen { .. } | Self::SaleClosed(_) => StatusCode::FORBIDDEN,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -91,6 +94,7 @@ impl AppError {
             Self::AlreadyCancelled => "already_cancelled",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::PayloadTooLarge => "payload_too_large",
+            Self::RequestTimeout => "request_timeout",
             Self::Overloaded => "overloaded",
             Self::Internal(_) => "internal",
         }

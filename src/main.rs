@@ -1,15 +1,13 @@
-use std::{io::BufRead, time::Duration};
+use std::io::BufRead;
 
 use anyhow::Context;
 use clap::Parser;
 use stampede::{
-    AppState, auth,
+    auth,
     config::{self, Cli, Command, OrganizerCommand},
     domain::Email,
-    telemetry,
-    web::{self, Limits},
+    server, telemetry,
 };
-use tower_sessions::session_store::ExpiredDeletion;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -23,7 +21,7 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!("migrations applied");
             Ok(())
         }
-        Command::Serve => serve(pool, &cli.serve).await,
+        Command::Serve => server::run(pool, &cli.serve).await,
         Command::Organizer {
             command:
                 OrganizerCommand::Add {
@@ -33,37 +31,6 @@ async fn main() -> anyhow::Result<()> {
                 },
         } => add_organizer(&pool, &email, password_stdin, &token_name).await,
     }
-}
-
-async fn serve(pool: sqlx::PgPool, args: &config::ServeArgs) -> anyhow::Result<()> {
-    let limits = Limits {
-        max_in_flight: args.max_in_flight,
-        request_timeout: Duration::from_secs(args.request_timeout_secs),
-        ..Limits::default()
-    };
-    let state = AppState::new(pool.clone())
-        .with_limits(limits)
-        .with_secure_cookies(args.secure_cookies);
-    let app = stampede::app(state);
-    // Expired organizer sessions are deleted hourly in the background.
-    let sweeper = tokio::spawn(
-        web::session_store(pool.clone()).continuously_delete_expired(Duration::from_secs(3600)),
-    );
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
-    tracing::info!(address = %listener.local_addr()?, "listening");
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown_signal())
-    .await?;
-    // In-flight requests have finished; let their transactions settle.
-    sweeper.abort();
-    pool.close().await;
-    tracing::info!("stopped");
-    Ok(())
 }
 
 /// `stampede organizer add EMAIL`: only the token goes to stdout, so that
@@ -97,32 +64,4 @@ async fn add_organizer(
     eprintln!("Created organizer {email}. API token (shown once):");
     println!("{token}");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(err) = tokio::signal::ctrl_c().await {
-            tracing::error!(%err, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(err) => {
-                tracing::error!(%err, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
-    }
-    tracing::info!("shutting down: finishing in-flight requests");
 }

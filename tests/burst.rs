@@ -8,14 +8,12 @@ mod common;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    net::TcpListener,
-    process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use common::{
-    TestApp, TicketSpec, assert_invariants, confirmed_order_ids, database_url, published_event,
-    sold,
+    TestApp, TicketSpec, assert_invariants, confirmed_order_ids, database_url,
+    process::ServerProcess, published_event, sold,
 };
 use futures::{StreamExt, stream};
 use serde_json::{Value, json};
@@ -155,68 +153,6 @@ async fn ten_thousand_attempts_on_a_hundred_tickets_sell_exactly_a_hundred(
     pool.close().await;
 }
 
-/// A `stampede serve` child process, stopped with SIGTERM on drop.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    async fn start(database_url: &str) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_stampede"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--database-url", database_url, "--db-max-connections", "8"])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start stampede serve");
-        // Owned by `Server` at once, so that Drop reaps it on any panic.
-        let server = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        };
-        let client = reqwest::Client::new();
-        for _ in 0..200 {
-            let health = client.get(format!("{}/healthz", server.base)).send().await;
-            if health.is_ok_and(|r| r.status().is_success()) {
-                return server;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("stampede serve did not become healthy on port {port}");
-    }
-
-    /// Graceful shutdown: SIGTERM, then the process exits by itself with 0.
-    fn stop(mut self) {
-        let pid = self.child.id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(sent.success());
-        for _ in 0..100 {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(
-                    status.success(),
-                    "stampede exited with {status} after SIGTERM"
-                );
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("stampede did not stop within 5 s of SIGTERM");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[sqlx::test]
 async fn two_server_processes_sharing_one_database_never_oversell(
     _: PgPoolOptions,
@@ -226,7 +162,10 @@ async fn two_server_processes_sharing_one_database_never_oversell(
     let fixture = published_event(&pool, &[TicketSpec::new(50, 2, 2)]).await;
     let tt = fixture.ticket_type_id();
     let url = database_url(&connect);
-    let (a, b) = tokio::join!(Server::start(&url), Server::start(&url));
+    let (a, b) = tokio::join!(
+        ServerProcess::start(&url, &[]),
+        ServerProcess::start(&url, &[])
+    );
     let client = reqwest::Client::new();
 
     let buyers = 1_000;

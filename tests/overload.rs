@@ -29,7 +29,7 @@ async fn one_connection_pool(connect: PgConnectOptions, wait: Duration) -> PgPoo
 }
 
 /// One ticket for ada@example.org through the JSON API, with a fresh key.
-async fn buy_one(client: &reqwest::Client, addr: SocketAddr, ticket_type_id: Uuid) -> Response {
+async fn buy_one(client: reqwest::Client, addr: SocketAddr, ticket_type_id: Uuid) -> Response {
     client
         .post(format!("http://{addr}/api/v1/orders"))
         .json(&json!({
@@ -64,7 +64,7 @@ async fn an_exhausted_database_pool_is_answered_503_with_retry_after(
         .unwrap();
     assert_eq!(page.status(), 503);
     assert_eq!(page.headers()["retry-after"], "1");
-    let order = buy_one(&client, addr, fixture.ticket_type_id()).await;
+    let order = buy_one(client.clone(), addr, fixture.ticket_type_id()).await;
     assert_eq!(order.status(), 503);
     assert_eq!(order.headers()["retry-after"], "1");
     let body: Value = order.json().await.unwrap();
@@ -72,7 +72,7 @@ async fn an_exhausted_database_pool_is_answered_503_with_retry_after(
     drop(held);
 
     // With the connection back, the same purchase goes through.
-    let order = buy_one(&client, addr, fixture.ticket_type_id()).await;
+    let order = buy_one(client.clone(), addr, fixture.ticket_type_id()).await;
     assert_eq!(order.status(), 201);
     assert_eq!(common::order_count(&setup).await, 1);
     common::assert_invariants(&setup).await;
@@ -153,5 +153,63 @@ async fn requests_beyond_the_in_flight_limit_are_shed_at_once(pool: PgPool) {
         200,
         "the first request completes once the database is free"
     );
+    limited.close().await;
+}
+
+/// Send `request` until it is shed (503), for at most five seconds.
+async fn until_shed(request: impl Fn() -> reqwest::RequestBuilder) -> Response {
+    for _ in 0..500 {
+        let response = request().send().await.unwrap();
+        if response.status() == 503 {
+            return response;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("never shed");
+}
+
+#[sqlx::test]
+async fn purchases_and_everything_else_have_budgets_of_their_own(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 2, 2)]).await;
+    let tt = fixture.ticket_type_id();
+    // One request of each kind at a time; each waits for the only database
+    // connection, which the test holds.
+    let limited =
+        one_connection_pool((*pool.connect_options()).clone(), Duration::from_secs(10)).await;
+    let limits = Limits {
+        max_in_flight: 1,
+        max_purchases_in_flight: 1,
+        ..Limits::default()
+    };
+    let addr = serve(AppState::new(limited.clone()).with_limits(limits)).await;
+    let client = reqwest::Client::new();
+    let url = move |path: &str| format!("http://{addr}{path}");
+    let held = limited.acquire().await.unwrap();
+
+    // A page waits for the database, holding the budget for everything but
+    // purchases: the next such request is shed at once, as an HTML page.
+    let event_page = url(&format!("/events/{}", fixture.event_id));
+    let page = tokio::spawn(client.get(event_page).send());
+    let shed = until_shed(|| client.get(url("/static/style.css"))).await;
+    assert_eq!(shed.headers()["retry-after"], "1");
+    assert!(shed.text().await.unwrap().contains("<html"));
+
+    // A purchase is still let in, and waits for the database too; then the
+    // purchase budget is taken, and the next purchase is shed in the API's
+    // JSON shape. (The probe is malformed, so that while the budget is
+    // free it is refused at once instead of waiting.)
+    let purchase = tokio::spawn(buy_one(client.clone(), addr, tt));
+    let shed = until_shed(|| client.post(url("/api/v1/orders")).json(&json!({}))).await;
+    assert_eq!(shed.headers()["retry-after"], "1");
+    let body: Value = shed.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "overloaded");
+
+    // Liveness answers with both budgets taken.
+    let health = client.get(url("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+
+    drop(held);
+    assert_eq!(purchase.await.unwrap().status(), 201);
+    assert_eq!(page.await.unwrap().unwrap().status(), 200);
     limited.close().await;
 }

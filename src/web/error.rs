@@ -4,7 +4,7 @@
 
 use axum::{
     Json,
-    http::{HeaderValue, StatusCode, Uri, header},
+    http::{HeaderValue, Uri, header},
     response::{IntoResponse, Response},
 };
 use serde_json::json;
@@ -50,13 +50,18 @@ fn json_response(err: &AppError) -> Response {
     response
 }
 
+/// The HTML error page and headers, without logging.
+fn page_response(err: &AppError) -> Response {
+    let status = err.status();
+    let mut response = (status, views::error_page(status, &err.to_string())).into_response();
+    add_headers(err, &mut response);
+    response
+}
+
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         log(&self);
-        let status = self.status();
-        let mut response = (status, views::error_page(status, &self.to_string())).into_response();
-        add_headers(&self, &mut response);
-        response
+        page_response(&self)
     }
 }
 
@@ -98,16 +103,13 @@ pub async fn method_not_allowed(uri: Uri) -> Response {
     respond(&uri, AppError::MethodNotAllowed)
 }
 
-/// Load shedding: 503 at once, cheaply and without a log line per request
-/// (under overload that would be a flood). The API gets its usual JSON body.
-pub async fn overloaded(uri: Uri, _: tower::BoxError) -> Response {
-    if is_api(&uri) {
-        return json_response(&AppError::Overloaded);
+/// A refusal at admission (load shed, a client over its share, a body too
+/// slow): answered as [`respond`] does, but without a log line per request,
+/// which under overload would be a flood of its own.
+pub fn refuse(uri: &Uri, err: &AppError) -> Response {
+    if is_api(uri) {
+        json_response(err)
+    } else {
+        page_response(err)
     }
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        [(header::RETRY_AFTER, "1")],
-        AppError::Overloaded.to_string(),
-    )
-        .into_response()
 }

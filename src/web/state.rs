@@ -10,7 +10,14 @@ use crate::clock::{Clock, SystemClock};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
+    /// Requests in flight at once, purchases and `/healthz` aside.
     pub max_in_flight: usize,
+    /// Purchases in flight at once (a budget of their own).
+    pub max_purchases_in_flight: usize,
+    /// Requests in flight per client address (IPv6: per /64); 0 = no cap.
+    pub max_in_flight_per_ip: usize,
+    /// A request body must arrive whole within this, or the answer is 408.
+    pub body_read_timeout: Duration,
     pub request_timeout: Duration,
     /// Log-in attempts per client address: a burst, then one per period.
     pub login_burst: u32,
@@ -21,6 +28,9 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_in_flight: 2048,
+            max_purchases_in_flight: 1024,
+            max_in_flight_per_ip: 64,
+            body_read_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(15),
             login_burst: 10,
             login_period: Duration::from_secs(6),

@@ -4,6 +4,7 @@
 
 pub mod forms;
 pub mod organizer;
+pub mod process;
 
 pub use forms::{csrf_cookie, form_body};
 
@@ -322,19 +323,18 @@ pub fn location(resp: &reqwest::Response) -> String {
         .to_owned()
 }
 
-/// Serve the real router for `state` on a random loopback port.
+/// Serve the real router for `state` on a random loopback port, through
+/// the server `stampede serve` uses.
 pub async fn serve(state: AppState) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let app = stampede::app(state);
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
+    tokio::spawn(stampede::server::serve(
+        listener,
+        app,
+        stampede::server::ConnLimits::default(),
+        std::future::pending(),
+    ));
     addr
 }
 

@@ -1,0 +1,217 @@
+//! Serving the app: the accept loop, per-address connection caps, deadlines
+//! on every connection, and graceful shutdown.
+//!
+//! `axum::serve` gives hyper no timer, so slow heads and idle keep-alive
+//! connections would live for ever; this serves through hyper's HTTP/1
+//! builder with a timer, a small read buffer and our own watchdog (see
+//! [`connection`]).
+
+mod connection;
+mod descriptors;
+
+use std::{future::Future, time::Duration};
+
+use anyhow::Context as _;
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::{
+    rt::{TokioIo, TokioTimer},
+    server::graceful::GracefulShutdown,
+};
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tower_sessions::session_store::ExpiredDeletion as _;
+
+use crate::{
+    config::ServeArgs,
+    web::{self, AppState, Limits, per_client::PerClient},
+};
+use connection::{Activity, ConnService, Deadlines, Metered};
+pub use descriptors::raise_limit as raise_file_limit;
+
+/// Largest request head (request line and headers) a connection buffers;
+/// beyond it the answer is 431. Browsers send a few KiB.
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// Connection-level limits (request-level ones are in [`Limits`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnLimits {
+    /// Open connections per client address (IPv6: per /64); 0 = no cap.
+    pub max_connections_per_ip: usize,
+    /// A request head must arrive within this of its first byte.
+    pub header_read_timeout: Duration,
+    /// A connection with no request open is closed after this long quiet.
+    pub idle_timeout: Duration,
+    /// How long a handler may take (the app's request timeout): with a
+    /// request open, nothing may move for this plus the header timeout.
+    pub request_timeout: Duration,
+}
+
+impl Default for ConnLimits {
+    fn default() -> Self {
+        Self {
+            max_connections_per_ip: 256,
+            header_read_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(30),
+            request_timeout: Limits::default().request_timeout,
+        }
+    }
+}
+
+impl ConnLimits {
+    fn deadlines(&self) -> Deadlines {
+        Deadlines {
+            header_read: self.header_read_timeout,
+            idle: self.idle_timeout,
+            stalled: self.request_timeout + self.header_read_timeout,
+        }
+    }
+}
+
+/// `stampede serve`: the app on `args.listen` until SIGTERM or Ctrl-C.
+pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
+    raise_file_limit();
+    let request_timeout = Duration::from_secs(args.request_timeout_secs);
+    let limits = Limits {
+        max_in_flight: args.max_in_flight,
+        max_purchases_in_flight: args.max_purchases_in_flight,
+        max_in_flight_per_ip: args.max_in_flight_per_ip,
+        body_read_timeout: Duration::from_secs(args.body_read_timeout_secs),
+        request_timeout,
+        ..Limits::default()
+    };
+    let conn_limits = ConnLimits {
+        max_connections_per_ip: args.max_connections_per_ip,
+        header_read_timeout: Duration::from_secs(args.header_read_timeout_secs),
+        idle_timeout: Duration::from_secs(args.idle_timeout_secs),
+        request_timeout,
+    };
+    let state = AppState::new(pool.clone())
+        .with_limits(limits)
+        .with_secure_cookies(args.secure_cookies);
+    let app = crate::app(state);
+    // Expired organizer sessions are deleted hourly in the background.
+    let sweeper = tokio::spawn(
+        web::session_store(pool.clone()).continuously_delete_expired(Duration::from_secs(3600)),
+    );
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    tracing::info!(address = %listener.local_addr()?, "listening");
+    serve(listener, app, conn_limits, shutdown_signal()).await;
+    // In-flight requests have finished; let their transactions settle.
+    sweeper.abort();
+    pool.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Serve `app` on `listener` until `shutdown` resolves, then stop accepting
+/// and let open requests finish (closing idle connections at once).
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        // A backstop: hyper's timer runs from the moment it waits for a
+        // head (idle time included); the watchdog is stricter.
+        .header_read_timeout(limits.idle_timeout + limits.header_read_timeout)
+        .max_buf_size(MAX_HEAD_BYTES);
+    let per_ip = PerClient::new(limits.max_connections_per_ip);
+    let deadlines = limits.deadlines();
+    let graceful = GracefulShutdown::new();
+    let mut accept_errors = descriptors::AcceptErrors::new();
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(pair) => {
+                accept_errors.recovered();
+                pair
+            }
+            Err(err) => {
+                accept_errors.handle(&listener, err).await;
+                continue;
+            }
+        };
+        let Some(slot) = per_ip.try_acquire(peer.ip()) else {
+            tracing::debug!(%peer, "refused a connection: too many from this address");
+            descriptors::refuse(stream, "Too many connections from your address.").await;
+            continue;
+        };
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(%err, "cannot set TCP_NODELAY");
+        }
+        let activity = Activity::new(deadlines);
+        let service = ConnService {
+            router: app.clone(),
+            peer,
+            activity: activity.clone(),
+        };
+        let io = TokioIo::new(Metered::new(stream, activity.clone()));
+        let connection = graceful.watch(builder.serve_connection(io, service));
+        tokio::spawn(async move {
+            tokio::select! {
+                result = connection => {
+                    if let Err(err) = result {
+                        tracing::debug!(%peer, %err, "connection ended with an error");
+                    }
+                }
+                why = activity.expired() => {
+                    tracing::debug!(%peer, ?why, "closed a connection past its deadline");
+                }
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    tracing::info!(
+        connections = graceful.count(),
+        "shutting down: finishing in-flight requests"
+    );
+    // Open requests end within the request timeout, heads within the
+    // header timeout; after that, whatever is left is dropped.
+    let grace = limits.request_timeout + limits.header_read_timeout;
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("grace period over: closing the remaining connections");
+    }
+}
+
+/// SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::error!(%err, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::error!(%err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}
