@@ -16,7 +16,7 @@ use common::{
     process::{Ending, ServerProcess, client_from, connect_from, ending, loopback, send},
     published_event,
 };
-use futures::future::join_all;
+use futures::{StreamExt as _, future::join_all};
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::{net::TcpStream, time::timeout};
@@ -407,4 +407,63 @@ async fn sigterm_closes_idle_connections_and_lets_an_open_purchase_finish(
     assert_eq!(common::order_count(&pool).await, 1);
     assert_invariants(&pool).await;
     pool.close().await;
+}
+
+/// `count` failed log-ins (unknown email: the dummy hash is checked), ten
+/// per address (the limiter's burst), from 127.0.0.`first` upwards.
+async fn failed_log_ins(server: &ServerProcess, first: u8, count: usize) {
+    let body = common::form_body(&[
+        ("email", "nobody@example.org"),
+        ("password", "not the password at all"),
+    ]);
+    let statuses: Vec<u16> = futures::stream::iter(0..count)
+        .map(|i| {
+            let client = client_from(loopback(first + u8::try_from(i / 10).unwrap()));
+            let request = client
+                .post(server.url("/login"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .header("cookie", common::csrf_cookie())
+                .body(body.clone());
+            async move { request.send().await.unwrap().status().as_u16() }
+        })
+        .buffer_unordered(4)
+        .collect()
+        .await;
+    assert!(statuses.iter().all(|s| *s == 401), "{statuses:?}");
+}
+
+/// What failed log-ins may add to the resident memory of the idle server,
+/// however many (README states it): at most two hashes run at once, 19 MiB
+/// each, and their buffers go back to the system shortly after they finish
+/// (two in use, two about to go back). Before, 100 failed log-ins added
+/// ~800 MiB.
+const LOG_IN_MEMORY_BOUND_MIB: u64 = 4 * 19 + 8;
+
+#[sqlx::test]
+async fn failed_log_ins_leave_resident_memory_bounded(_: PgPoolOptions, connect: PgConnectOptions) {
+    let server = ServerProcess::start(&database_url(&connect), &[]).await;
+    // Warm up what a log-in page needs, without hashing anything.
+    let client = client_from(loopback(40));
+    let page = client.get(server.url("/login")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let idle = server.resident_kib();
+    failed_log_ins(&server, 41, 10).await;
+    let after_10 = server.resident_kib();
+    failed_log_ins(&server, 42, 90).await;
+    let after_100 = server.resident_kib();
+    eprintln!(
+        "resident memory: {:.1} MiB idle, {:.1} MiB after 10 failed log-ins, {:.1} MiB after 100",
+        mib(idle),
+        mib(after_10),
+        mib(after_100)
+    );
+    for (count, after) in [(10, after_10), (100, after_100)] {
+        let grown = after.saturating_sub(idle);
+        assert!(
+            grown < LOG_IN_MEMORY_BOUND_MIB * 1024,
+            "{count} failed log-ins grew resident memory by {:.1} MiB",
+            mib(grown)
+        );
+    }
+    server.stop();
 }

@@ -62,8 +62,12 @@ impl std::fmt::Debug for NewPassword {
 
 /// Password hashes computed at once. Each argon2id hash takes ~19 MiB and a
 /// core for a while; beyond this, log-ins and sign-ups wait their turn (and
-/// get 503 if the wait is long) instead of exhausting memory.
-static HASHING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+/// get 503 if the wait is long) instead of exhausting memory. Only
+/// organizers log in, so two at once is plenty. With the allocator in
+/// main.rs returning each buffer shortly after its hash ends, hashing adds
+/// at most about 4 x 19 MiB to resident memory (two buffers in use, two
+/// about to be returned), however many log-ins (README).
+static HASHING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
 /// Run an argon2 job on the blocking pool, never on the async workers
 /// serving the on-sale, and never more than [`HASHING`] at once.
