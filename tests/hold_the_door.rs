@@ -4,6 +4,9 @@
 //! attack holds its sockets, another client's purchase and `/healthz` must
 //! still succeed.
 
+// A test that cannot go on panics: unwrap and expect say where.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::{
@@ -18,7 +21,10 @@ use common::{
 };
 use futures::{StreamExt as _, future::join_all};
 use serde_json::json;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{
+    PgPool,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
 use tokio::{net::TcpStream, time::timeout};
 use uuid::Uuid;
 
@@ -76,21 +82,32 @@ fn purchase_head(server: &ServerProcess, content_length: usize) -> String {
     )
 }
 
+/// A database with a published event on sale (100 tickets), and a
+/// `stampede serve` on it with `args` (and an open file limit, if given).
+async fn event_and_server(
+    connect: &PgConnectOptions,
+    args: &[&str],
+    file_limit: Option<u32>,
+) -> (PgPool, Uuid, ServerProcess) {
+    let pool = common::pool(connect.clone(), 4).await;
+    let fixture = published_event(&pool, &[TicketSpec::new(100, 2, 2)]).await;
+    let url = database_url(connect);
+    let server = ServerProcess::start_with_file_limit(&url, args, file_limit).await;
+    (pool, fixture.ticket_type_id(), server)
+}
+
 #[sqlx::test]
 async fn slow_bodies_are_cut_off_and_hold_no_purchase_budget(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
-    let pool = common::pool(connect.clone(), 4).await;
-    let fixture = published_event(&pool, &[TicketSpec::new(100, 2, 2)]).await;
-    let tt = fixture.ticket_type_id();
     let args = [
         "--body-read-timeout-secs=3",
         "--max-connections-per-ip=48",
         "--max-in-flight-per-ip=24",
         "--max-purchases-in-flight=4",
     ];
-    let server = ServerProcess::start(&database_url(&connect), &args).await;
+    let (pool, tt, server) = event_and_server(&connect, &args, None).await;
 
     // One address opens 64 connections: 48 are let in, the rest refused at
     // once (503 when the socket takes it, or closed).
@@ -156,10 +173,8 @@ async fn half_sent_heads_are_closed_after_the_header_timeout(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
-    let pool = common::pool(connect.clone(), 4).await;
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 1, 1)]).await;
     let args = ["--header-read-timeout-secs=1"];
-    let server = ServerProcess::start(&database_url(&connect), &args).await;
+    let (pool, tt, server) = event_and_server(&connect, &args, None).await;
 
     // 100 connections each send 8 KiB of a head that never ends.
     let partial = format!(
@@ -169,7 +184,7 @@ async fn half_sent_heads_are_closed_after_the_header_timeout(
     );
     let sent = Instant::now();
     let mut streams = connections(&server, loopback(4), 100, partial.as_bytes()).await;
-    others_are_served(&server, fixture.ticket_type_id(), "buyer@example.org").await;
+    others_are_served(&server, tt, "buyer@example.org").await;
     let ends = endings(&mut streams, CLOSES_WITHIN).await;
     eprintln!(
         "100 half-sent heads closed within {:.1?} of being sent (header timeout 1 s)",
@@ -213,9 +228,8 @@ async fn idle_connections_are_closed_after_the_idle_timeout_and_not_before(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
-    let pool = common::pool(connect.clone(), 4).await;
     let args = ["--idle-timeout-secs=3", "--header-read-timeout-secs=1"];
-    let server = ServerProcess::start(&database_url(&connect), &args).await;
+    let (pool, _, server) = event_and_server(&connect, &args, None).await;
     let health = format!("GET /healthz HTTP/1.1\r\nhost: {}\r\n\r\n", server.addr);
 
     // Never a byte: closed after the idle timeout.
@@ -264,9 +278,7 @@ async fn big_heads_are_refused_and_half_sent_ones_cost_little_memory(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
-    let pool = common::pool(connect.clone(), 4).await;
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 1, 1)]).await;
-    let server = ServerProcess::start(&database_url(&connect), &[]).await;
+    let (pool, tt, server) = event_and_server(&connect, &[], None).await;
 
     // A complete head beyond the 16 KiB buffer: 431.
     let big = format!(
@@ -296,7 +308,7 @@ async fn big_heads_are_refused_and_half_sent_ones_cost_little_memory(
     for n in 10..14 {
         held.extend(connections(&server, loopback(n), 50, partial.as_bytes()).await);
     }
-    others_are_served(&server, fixture.ticket_type_id(), "buyer@example.org").await;
+    others_are_served(&server, tt, "buyer@example.org").await;
     let after = server.resident_kib();
     eprintln!(
         "resident memory {:.1} MiB before and {:.1} MiB while 200 half-sent 15 KiB heads are held",
@@ -320,11 +332,8 @@ async fn when_file_descriptors_run_out_clients_hear_503_and_service_resumes(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
-    let pool = common::pool(connect.clone(), 4).await;
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 1, 1)]).await;
     let args = ["--max-connections-per-ip=16"];
-    let mut server =
-        ServerProcess::start_with_file_limit(&database_url(&connect), &args, Some(64)).await;
+    let (pool, tt, mut server) = event_and_server(&connect, &args, Some(64)).await;
 
     // 96 idle connections from six addresses: more than 64 descriptors.
     let mut held = Vec::new();
@@ -356,7 +365,7 @@ async fn when_file_descriptors_run_out_clients_hear_503_and_service_resumes(
     }
     assert!(healthy, "the server serves again once descriptors are free");
     assert!(server.is_running());
-    others_are_served(&server, fixture.ticket_type_id(), "buyer@example.org").await;
+    others_are_served(&server, tt, "buyer@example.org").await;
     server.stop();
     pool.close().await;
 }
@@ -366,15 +375,13 @@ async fn sigterm_closes_idle_connections_and_lets_an_open_purchase_finish(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
-    let pool = common::pool(connect.clone(), 4).await;
-    let fixture = published_event(&pool, &[TicketSpec::new(10, 1, 1)]).await;
-    let server = ServerProcess::start(&database_url(&connect), &[]).await;
+    let (pool, tt, server) = event_and_server(&connect, &[], None).await;
     let health = format!("GET /healthz HTTP/1.1\r\nhost: {}\r\n\r\n", server.addr);
     let mut idle = connections(&server, loopback(31), 5, health.as_bytes()).await;
 
     // A purchase whose body is half sent when SIGTERM arrives.
     let body = json!({
-        "ticket_type_id": fixture.ticket_type_id(), "quantity": 1,
+        "ticket_type_id": tt, "quantity": 1,
         "email": "last@example.org", "idempotency_key": Uuid::new_v4().to_string(),
     })
     .to_string();
