@@ -27,7 +27,6 @@ use crate::{
     web::{self, AppState, Limits, per_client::PerClient},
 };
 use connection::{Activity, ConnService, Deadlines, Metered};
-pub use descriptors::raise_limit as raise_file_limit;
 
 /// Largest request head (request line and headers) a connection buffers;
 /// beyond it the answer is 431. Browsers send a few KiB.
@@ -70,7 +69,7 @@ impl ConnLimits {
 
 /// `stampede serve`: the app on `args.listen` until SIGTERM or Ctrl-C.
 pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
-    raise_file_limit();
+    descriptors::raise_limit();
     let request_timeout = Duration::from_secs(args.request_timeout_secs);
     let limits = Limits {
         max_in_flight: args.max_in_flight,
