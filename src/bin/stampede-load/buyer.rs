@@ -8,15 +8,12 @@ use std::{
 };
 
 use base64::Engine as _;
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::{Method, StatusCode, Uri, header};
 use rand::{Rng, RngCore};
 use uuid::Uuid;
 
 use crate::{
     cli::Via,
-    http::{Conn, Failure, Reply},
+    http::{Conn, Failure, Reply, Request},
     scenario::{Action, Plan},
     setup::Sale,
 };
@@ -56,11 +53,11 @@ impl Attempt {
     }
 }
 
-/// The paths of one ticket type's event, parsed once.
+/// The paths of one ticket type's event.
 struct Paths {
     ticket_type: String,
-    page: Uri,
-    form: Uri,
+    page: String,
+    form: String,
 }
 
 /// What all buyers share.
@@ -68,23 +65,19 @@ pub struct Script {
     plan: Arc<Plan>,
     tag: String,
     paths: Vec<Paths>,
-    event_page: Option<Uri>,
 }
 
 impl Script {
     pub fn new(plan: Arc<Plan>, sale: &Sale) -> anyhow::Result<Self> {
-        let paths = sale
+        let paths: Vec<Paths> = sale
             .ticket_types
             .iter()
-            .map(|tt| {
-                Ok(Paths {
-                    ticket_type: tt.id.to_string(),
-                    page: format!("/events/{}", tt.event_id).parse()?,
-                    form: format!("/events/{}/orders", tt.event_id).parse()?,
-                })
+            .map(|tt| Paths {
+                ticket_type: tt.id.to_string(),
+                page: format!("/events/{}", tt.event_id),
+                form: format!("/events/{}/orders", tt.event_id),
             })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let event_page = paths.first().map(|p| p.page.clone());
+            .collect();
         if plan.needs_database() {
             anyhow::ensure!(!paths.is_empty(), "the scenario set up no ticket types");
         }
@@ -92,8 +85,17 @@ impl Script {
             plan,
             tag: sale.tag.clone(),
             paths,
-            event_page,
         })
+    }
+
+    /// Which ticket type, how many, who: a fresh buyer every attempt.
+    fn choose(&self, n: u64) -> (&Paths, u32, String) {
+        let mut rng = rand::rng();
+        let tt = &self.paths[rng.random_range(0..self.paths.len())];
+        let q = self.plan.quantity;
+        let quantity = rng.random_range(q.min..=q.max);
+        let email = format!("buyer-{n}-{}@load.example.org", self.tag);
+        (tt, quantity, email)
     }
 }
 
@@ -109,81 +111,47 @@ impl Buyer {
 
     /// Attempt number `n` (unique across the run), scheduled at `start`.
     pub async fn attempt(&mut self, n: u64, start: Instant) -> Attempt {
-        let timeout = self.script.plan.timeout;
-        match self.script.plan.action {
-            Action::Get { path, expect } => {
-                let request = self.get(Uri::from_static(path), None);
-                Attempt::of(match self.conn.send(request, timeout).await {
-                    Ok(reply) => expected(&reply, expect),
-                    Err(failure) => Outcome::Failed(failure.name().into()),
-                })
-            }
-            Action::Page => {
-                let page = self.script.event_page.clone().unwrap_or_default();
-                let request = self.get(page, None);
-                Attempt::of(match self.conn.send(request, timeout).await {
-                    Ok(reply) => expected(&reply, 200),
-                    Err(failure) => Outcome::Failed(failure.name().into()),
-                })
-            }
-            Action::Buy(Via::Api) => self.buy_api(n).await,
-            Action::Buy(Via::Form) => self.buy_form(n, start).await,
-        }
+        let script = self.script.clone();
+        let (path, expect) = match script.plan.action {
+            Action::Get { path, expect } => (path, expect),
+            Action::Page => (script.paths[0].page.as_str(), 200),
+            Action::Buy(Via::Api) => return self.buy_api(&script, n).await,
+            Action::Buy(Via::Form) => return self.buy_form(&script, n, start).await,
+        };
+        let answer = self
+            .conn
+            .send(&Request::get(path), script.plan.timeout)
+            .await;
+        Attempt::of(match answer {
+            Ok(reply) => expected(&reply, expect),
+            Err(failure) => Outcome::Failed(failure.name().into()),
+        })
     }
 
-    fn get(&self, uri: Uri, cookie: Option<&str>) -> hyper::Request<Full<Bytes>> {
-        let mut request = self.conn.target.request(Method::GET, uri);
-        if let Some(cookie) = cookie {
-            request = request.header(header::COOKIE, cookie);
-        }
-        request
-            .body(Full::default())
-            .unwrap_or_else(|_| hyper::Request::new(Full::default()))
-    }
-
-    /// Which ticket type, how many, who: a fresh buyer every attempt.
-    fn choose(&self, n: u64) -> (&Paths, u32, String) {
-        let mut rng = rand::rng();
-        let paths = &self.script.paths;
-        let tt = &paths[rng.random_range(0..paths.len())];
-        let q = self.script.plan.quantity;
-        let quantity = rng.random_range(q.min..=q.max);
-        (
-            tt,
-            quantity,
-            format!("buyer-{n}-{}@load.example.org", self.script.tag),
-        )
-    }
-
-    async fn buy_api(&mut self, n: u64) -> Attempt {
-        let (tt, quantity, email) = self.choose(n);
+    async fn buy_api(&mut self, script: &Script, n: u64) -> Attempt {
+        let (tt, quantity, email) = script.choose(n);
         let key = fresh_key();
         let body = format!(
             r#"{{"ticket_type_id":"{}","quantity":{quantity},"email":"{email}","idempotency_key":"{key}"}}"#,
             tt.ticket_type
         );
-        let request = self
-            .conn
-            .target
-            .request(Method::POST, Uri::from_static("/api/v1/orders"))
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(body)));
-        let Ok(request) = request else {
-            return Attempt::of(Outcome::Failed("request".into()));
+        let request = Request {
+            method: "POST",
+            path: "/api/v1/orders",
+            headers: &[("content-type", "application/json")],
+            body: body.as_bytes(),
         };
-        let result = self.conn.send(request, self.script.plan.timeout).await;
+        let result = self.conn.send(&request, script.plan.timeout).await;
         purchase(result, key, api_outcome)
     }
 
     /// As a browser: the page (for the CSRF cookie and the form's token and
     /// idempotency key), then the form post, answered with a 303.
-    async fn buy_form(&mut self, n: u64, start: Instant) -> Attempt {
-        let (tt, quantity, email) = self.choose(n);
-        let (form_uri, page_uri) = (tt.form.clone(), tt.page.clone());
-        let ticket_type = tt.ticket_type.clone();
-        let timeout = self.script.plan.timeout;
-        let page = match self.conn.send(self.get(page_uri, None), timeout).await {
-            Ok(reply) if reply.status == StatusCode::OK => reply,
+    async fn buy_form(&mut self, script: &Script, n: u64, start: Instant) -> Attempt {
+        let (tt, quantity, email) = script.choose(n);
+        let timeout = script.plan.timeout;
+        let page = match self.conn.send(&Request::get(&tt.page), timeout).await {
+            Ok(reply) if reply.status == 200 => reply,
             Ok(reply) => return Attempt::of(refusal_or_failure(reply.status, "page")),
             Err(failure) => return Attempt::of(Outcome::Failed(failure.name().into())),
         };
@@ -198,23 +166,23 @@ impl Buyer {
         let key = hidden_field(&html, "idempotency_key").map_or_else(fresh_key, str::to_owned);
         let body = form_urlencoded::Serializer::new(String::with_capacity(256))
             .append_pair("csrf_token", token)
-            .append_pair("ticket_type_id", &ticket_type)
+            .append_pair("ticket_type_id", &tt.ticket_type)
             .append_pair("quantity", &quantity.to_string())
             .append_pair("email", &email)
             .append_pair("idempotency_key", &key)
             .finish();
-        let request = self
-            .conn
-            .target
-            .request(Method::POST, form_uri)
-            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .header(header::COOKIE, cookie)
-            .body(Full::new(Bytes::from(body)));
-        let Ok(request) = request else {
-            return Attempt::of(Outcome::Failed("request".into()));
+        let headers = [
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("cookie", cookie.as_str()),
+        ];
+        let request = Request {
+            method: "POST",
+            path: &tt.form,
+            headers: &headers,
+            body: body.as_bytes(),
         };
         let posted = Instant::now();
-        let result = self.conn.send(request, timeout).await;
+        let result = self.conn.send(&request, timeout).await;
         let mut attempt = purchase(result, key, form_outcome);
         attempt.page = Some(page_took);
         attempt.post = Some(posted.elapsed());
@@ -230,7 +198,7 @@ fn purchase(
     classify: fn(&Reply) -> Outcome,
 ) -> Attempt {
     let (outcome, unsure) = match result {
-        Ok(reply) => (classify(&reply), reply.status.is_server_error()),
+        Ok(reply) => (classify(&reply), reply.status >= 500),
         Err(failure) => (
             Outcome::Failed(failure.name().into()),
             failure != Failure::Connect,
@@ -253,10 +221,8 @@ const COOKIE: &str = "stampede_csrf";
 /// `stampede_csrf=TOKEN` from the page's `Set-Cookie`.
 fn csrf_cookie(reply: &Reply) -> Option<String> {
     reply
-        .headers
-        .get_all(header::SET_COOKIE)
+        .headers("set-cookie")
         .iter()
-        .filter_map(|v| v.to_str().ok())
         .filter_map(|v| v.split(';').next())
         .find(|pair| pair.split_once('=').is_some_and(|(name, _)| name == COOKIE))
         .map(str::to_owned)
@@ -270,7 +236,7 @@ pub fn hidden_field<'a>(html: &'a str, name: &str) -> Option<&'a str> {
 }
 
 fn expected(reply: &Reply, expect: u16) -> Outcome {
-    if reply.status.as_u16() == expect {
+    if reply.status == expect {
         Outcome::Ok
     } else {
         refusal_or_failure(reply.status, "")
@@ -279,8 +245,8 @@ fn expected(reply: &Reply, expect: u16) -> Outcome {
 
 /// 503 is the server shedding load on purpose; 429 a rate limit; any other
 /// status that is not what the scenario expects is a failure.
-fn refusal_or_failure(status: StatusCode, context: &str) -> Outcome {
-    match status.as_u16() {
+fn refusal_or_failure(status: u16, context: &str) -> Outcome {
+    match status {
         503 => Outcome::Refused("overloaded".into()),
         429 => Outcome::Refused("rate_limited".into()),
         s if context.is_empty() => Outcome::Failed(format!("http_{s}").into()),
@@ -328,33 +294,28 @@ struct ErrorBody<'a> {
 /// `201 {"id": …}` (or 200 for a replayed key), or `{"error": {"code"}}`.
 fn api_outcome(reply: &Reply) -> Outcome {
     let body = serde_json::from_slice::<Created>(&reply.body).ok();
-    match reply.status.as_u16() {
+    match reply.status {
         200 | 201 => body
             .and_then(|b| b.id)
             .and_then(|id| Uuid::parse_str(id).ok())
             .map_or(Outcome::Failed("no_order_id".into()), Outcome::Sold),
-        400..=499 if reply.status != StatusCode::TOO_MANY_REQUESTS => {
-            match body.and_then(|b| b.error) {
-                Some(error) => Outcome::Refused(reason(error.code)),
-                None => Outcome::Refused(format!("http_{}", reply.status.as_u16()).into()),
-            }
-        }
+        400..=428 | 430..=499 => match body.and_then(|b| b.error) {
+            Some(error) => Outcome::Refused(reason(error.code)),
+            None => Outcome::Refused(format!("http_{}", reply.status).into()),
+        },
         _ => refusal_or_failure(reply.status, ""),
     }
 }
 
 /// `303 Location: /orders/{id}`, or the event page again with the reason.
 fn form_outcome(reply: &Reply) -> Outcome {
-    if reply.status == StatusCode::SEE_OTHER {
+    if reply.status == 303 {
         let id = reply
-            .headers
-            .get(header::LOCATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("/orders/"))
-            .and_then(|id| Uuid::parse_str(id).ok());
+            .header("location")
+            .and_then(|v| Uuid::parse_str(v.strip_prefix("/orders/")?).ok());
         return id.map_or(Outcome::Failed("no_order_id".into()), Outcome::Sold);
     }
-    if !reply.status.is_client_error() || reply.status == StatusCode::TOO_MANY_REQUESTS {
+    if !(400..500).contains(&reply.status) || reply.status == 429 {
         return refusal_or_failure(reply.status, "");
     }
     let html = String::from_utf8_lossy(&reply.body);
@@ -366,7 +327,7 @@ fn form_outcome(reply: &Reply) -> Outcome {
 }
 
 /// The page's message, mapped to the API's code for the same refusal.
-fn form_reason(status: StatusCode, message: &str) -> Cow<'static, str> {
+fn form_reason(status: u16, message: &str) -> Cow<'static, str> {
     let prefixes = [
         ("Sold out", "sold_out"),
         ("Only ", "not_enough_left"),
@@ -381,27 +342,22 @@ fn form_reason(status: StatusCode, message: &str) -> Cow<'static, str> {
         .iter()
         .find(|(prefix, _)| message.starts_with(prefix))
         .map_or_else(
-            || Cow::Owned(format!("http_{}", status.as_u16())),
+            || Cow::Owned(format!("http_{status}")),
             |(_, code)| Cow::Borrowed(*code),
         )
 }
 
 #[cfg(test)]
 mod tests {
-    use hyper::HeaderMap;
-
     use super::*;
 
     fn reply(status: u16, headers: &[(&'static str, &str)], body: &str) -> Reply {
-        let mut map = HeaderMap::new();
+        let mut raw = format!("HTTP/1.1 {status} X\r\n");
         for (name, value) in headers {
-            map.append(*name, value.parse().unwrap());
+            raw.push_str(&format!("{name}: {value}\r\n"));
         }
-        Reply {
-            status: StatusCode::from_u16(status).unwrap(),
-            headers: map,
-            body: Bytes::copy_from_slice(body.as_bytes()),
-        }
+        raw.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+        Reply::from_raw(raw.as_bytes())
     }
 
     #[test]

@@ -37,8 +37,9 @@ pub struct RunArgs {
     #[arg(long = "url", default_value = "http://127.0.0.1:3000")]
     pub urls: Vec<String>,
 
-    /// Postgres, for setting up the event and counting committed orders.
-    /// Not needed by `trivial`, `health` and `hello`.
+    /// Postgres, for setting up the event and counting committed orders
+    /// (not used by `trivial`, `health` and `hello`). Without it, connect as
+    /// the server does: like psql, to the database `stampede`.
     #[arg(long, env = "DATABASE_URL")]
     pub database_url: Option<String>,
 

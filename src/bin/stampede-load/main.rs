@@ -26,7 +26,7 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
 use clap::Parser;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use cli::{Cli, Command, RunArgs};
 
@@ -67,19 +67,15 @@ async fn run(args: &RunArgs) -> anyhow::Result<report::Report> {
         }
     }
 
-    let db = match (&args.database_url, plan.needs_database()) {
-        (Some(url), true) => Some(
-            PgPoolOptions::new()
-                .max_connections(2)
-                .connect(url)
-                .await
-                .context("connecting to Postgres (--database-url)")?,
-        ),
-        (None, true) => anyhow::bail!(
-            "the {} scenario sets up its event in Postgres: pass --database-url or set DATABASE_URL",
-            plan.kind.name()
-        ),
-        _ => None,
+    let db = if plan.needs_database() {
+        let pool = PgPoolOptions::new()
+            .max_connections(2)
+            .connect_with(connect_options(args.database_url.as_deref())?)
+            .await
+            .context("connecting to Postgres (--database-url)")?;
+        Some(pool)
+    } else {
+        None
     };
     let sale = match &db {
         Some(db) => setup::create(db, &plan).await?,
@@ -111,4 +107,16 @@ async fn run(args: &RunArgs) -> anyhow::Result<report::Report> {
         cpu,
         pg_transactions,
     ))
+}
+
+/// A URL, or as the server does without one: like psql (PG* variables, the
+/// local socket, the OS user) to the database `stampede` or PGDATABASE.
+fn connect_options(url: Option<&str>) -> anyhow::Result<PgConnectOptions> {
+    Ok(match url {
+        Some(url) => url
+            .parse()
+            .context("--database-url is not a Postgres URL")?,
+        None if std::env::var_os("PGDATABASE").is_some() => PgConnectOptions::new(),
+        None => PgConnectOptions::new().database("stampede"),
+    })
 }

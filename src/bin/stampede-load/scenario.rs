@@ -112,10 +112,11 @@ impl Plan {
         };
         // A run is bounded by attempts, by time, or by both (whichever
         // comes first); scenarios without a fixed size run for 10 s.
-        let (attempts, duration) = match (args.attempts, args.duration) {
-            (None, None) => (attempts, attempts.is_none().then(|| seconds(10.0))),
-            (a, d) => (a, d.map(seconds)),
-        };
+        let attempts = args.attempts.or(attempts);
+        let duration = args
+            .duration
+            .map(seconds)
+            .or_else(|| attempts.is_none().then(|| seconds(10.0)));
         let quantity = args.quantity.unwrap_or(quantity);
         let max_per_order = i32::try_from(quantity.max.max(4))?;
         let plan = Self {
@@ -184,6 +185,12 @@ mod tests {
         assert_eq!(
             (p.attempts, p.duration, p.concurrency),
             (Some(500), None, 16)
+        );
+        // A sized scenario keeps its size under a time limit.
+        let p = plan("stampede-load run seed001 --duration 5");
+        assert_eq!(
+            (p.attempts, p.duration),
+            (Some(10_000), Some(Duration::from_secs(5)))
         );
     }
 }
