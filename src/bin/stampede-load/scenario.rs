@@ -14,7 +14,7 @@ pub enum ScenarioKind {
     /// One ticket type with more tickets than the run can sell: sustained
     /// purchase throughput on the hot row.
     Hot,
-    /// Sell out 1,000 tickets, then keep hammering: refusals per second.
+    /// Sell out 100 tickets, then keep hammering: refusals per second.
     Sellout,
     /// Buyers refreshing the event page.
     RushPage,
@@ -90,7 +90,7 @@ impl Plan {
             K::Seed000 => (Some(200), 200, 10, QuantitySpec { min: 1, max: 4 }),
             K::Seed001 => (Some(10_000), 1_000, 100, QuantitySpec::ONE),
             K::Hot | K::ManyEvents => (None, 1_000, PLENTY, QuantitySpec::ONE),
-            K::Sellout => (None, 1_000, 1_000, QuantitySpec::ONE),
+            K::Sellout => (None, 1_000, 100, QuantitySpec::ONE),
             K::RushPage => (None, 1_000, 1_000, QuantitySpec::ONE),
             K::Trivial | K::Health | K::Hello => (None, 1_000, 0, QuantitySpec::ONE),
         };
