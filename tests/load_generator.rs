@@ -2,6 +2,9 @@
 //! against a `stampede serve` process, through the JSON API and through the
 //! HTML form, and its report held against the tables.
 
+// A test that cannot go on panics: unwrap and expect say where.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::{

@@ -29,10 +29,6 @@ use crate::{
 /// Latency histograms in microseconds, up to 10 minutes, 3 digits.
 pub type Latency = Histogram<u64>;
 
-fn histogram() -> Latency {
-    Histogram::new_with_bounds(1, 600_000_000, 3).unwrap_or_else(|_| Histogram::new(3).unwrap())
-}
-
 #[derive(Clone)]
 pub struct Histograms {
     /// A whole attempt, from its (scheduled) start.
@@ -43,12 +39,13 @@ pub struct Histograms {
 }
 
 impl Histograms {
-    fn new() -> Self {
-        Self {
-            attempt: histogram(),
-            page: histogram(),
-            post: histogram(),
-        }
+    fn new() -> anyhow::Result<Self> {
+        let empty = Histogram::new_with_bounds(1, 600_000_000, 3)?;
+        Ok(Self {
+            attempt: empty.clone(),
+            page: empty.clone(),
+            post: empty,
+        })
     }
 
     fn add(&mut self, other: &Self) {
@@ -148,6 +145,7 @@ pub async fn play(
     let cpu_before = process_cpu(std::process::id());
     let started = Instant::now();
     let shards = (args.threads.max(1) * 8).min(buyers.len().max(1));
+    let empty = Histograms::new()?;
     let run = Arc::new(Run {
         started,
         deadline: plan.duration.map(|d| started + d),
@@ -156,7 +154,7 @@ pub async fn play(
         done: AtomicU64::new(0),
         sold: AtomicU64::new(0),
         failed: AtomicU64::new(0),
-        shards: (0..shards).map(|_| Mutex::new(Histograms::new())).collect(),
+        shards: (0..shards).map(|_| Mutex::new(empty.clone())).collect(),
     });
     let progress = progress_bar(&plan, args.quiet || args.json, run.clone());
 
@@ -181,7 +179,7 @@ pub async fn play(
     }
     let elapsed = started.elapsed();
     progress.finish();
-    let mut latency = Histograms::new();
+    let mut latency = empty;
     for shard in &run.shards {
         if let Ok(h) = shard.lock() {
             latency.add(&h);
