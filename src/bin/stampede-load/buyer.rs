@@ -1,0 +1,418 @@
+//! One virtual buyer: builds each attempt's requests, sends them on its own
+//! connection and reduces the answers to an [`Outcome`].
+
+use std::{
+    borrow::Cow,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use base64::Engine as _;
+use rand::{Rng, RngCore};
+use uuid::Uuid;
+
+use crate::{
+    cli::Via,
+    http::{Conn, Failure, Reply, Request},
+    scenario::{Action, Plan},
+    setup::Sale,
+};
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A purchase answered as a success, with its order id.
+    Sold(Uuid),
+    /// A GET answered with the expected status.
+    Ok,
+    /// A clean refusal, by reason (the API's error code, or the form's).
+    Refused(Cow<'static, str>),
+    /// A time-out, a broken connection, a 5xx or an unexpected answer.
+    Failed(Cow<'static, str>),
+}
+
+/// What the driver records about one attempt.
+pub struct Attempt {
+    pub outcome: Outcome,
+    /// A purchase whose answer never came (or was a 5xx) may still have
+    /// committed: its idempotency key, to explain such an order.
+    pub unsure_key: Option<String>,
+    /// Form purchases: how long the page and the post took.
+    pub page: Option<Duration>,
+    pub post: Option<Duration>,
+}
+
+impl Attempt {
+    fn of(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            unsure_key: None,
+            page: None,
+            post: None,
+        }
+    }
+}
+
+/// The paths of one ticket type's event.
+struct Paths {
+    ticket_type: String,
+    page: String,
+    form: String,
+}
+
+/// What all buyers share.
+pub struct Script {
+    plan: Arc<Plan>,
+    tag: String,
+    paths: Vec<Paths>,
+}
+
+impl Script {
+    pub fn new(plan: Arc<Plan>, sale: &Sale) -> anyhow::Result<Self> {
+        let paths: Vec<Paths> = sale
+            .ticket_types
+            .iter()
+            .map(|tt| Paths {
+                ticket_type: tt.id.to_string(),
+                page: format!("/events/{}", tt.event_id),
+                form: format!("/events/{}/orders", tt.event_id),
+            })
+            .collect();
+        if plan.needs_database() {
+            anyhow::ensure!(!paths.is_empty(), "the scenario set up no ticket types");
+        }
+        Ok(Self {
+            plan,
+            tag: sale.tag.clone(),
+            paths,
+        })
+    }
+
+    /// Which ticket type, how many, who: a fresh buyer every attempt.
+    fn choose(&self, n: u64) -> (&Paths, u32, String) {
+        let mut rng = rand::rng();
+        let tt = &self.paths[rng.random_range(0..self.paths.len())];
+        let q = self.plan.quantity;
+        let quantity = rng.random_range(q.min..=q.max);
+        let email = format!("buyer-{n}-{}@load.example.org", self.tag);
+        (tt, quantity, email)
+    }
+}
+
+pub struct Buyer {
+    pub conn: Conn,
+    script: Arc<Script>,
+}
+
+impl Buyer {
+    pub fn new(conn: Conn, script: Arc<Script>) -> Self {
+        Self { conn, script }
+    }
+
+    /// Attempt number `n` (unique across the run), scheduled at `start`.
+    pub async fn attempt(&mut self, n: u64, start: Instant) -> Attempt {
+        let script = self.script.clone();
+        let (path, expect) = match script.plan.action {
+            Action::Get { path, expect } => (path, expect),
+            Action::Page => (script.paths[0].page.as_str(), 200),
+            Action::Buy(Via::Api) => return self.buy_api(&script, n).await,
+            Action::Buy(Via::Form) => return self.buy_form(&script, n, start).await,
+        };
+        let answer = self
+            .conn
+            .send(&Request::get(path), script.plan.timeout)
+            .await;
+        Attempt::of(match answer {
+            Ok(reply) => expected(&reply, expect),
+            Err(failure) => Outcome::Failed(failure.name().into()),
+        })
+    }
+
+    async fn buy_api(&mut self, script: &Script, n: u64) -> Attempt {
+        let (tt, quantity, email) = script.choose(n);
+        let key = fresh_key();
+        let body = format!(
+            r#"{{"ticket_type_id":"{}","quantity":{quantity},"email":"{email}","idempotency_key":"{key}"}}"#,
+            tt.ticket_type
+        );
+        let request = Request {
+            method: "POST",
+            path: "/api/v1/orders",
+            headers: &[("content-type", "application/json")],
+            body: body.as_bytes(),
+        };
+        let result = self.conn.send(&request, script.plan.timeout).await;
+        purchase(result, key, api_outcome)
+    }
+
+    /// As a browser: the page (for the CSRF cookie and the form's token and
+    /// idempotency key), then the form post, answered with a 303.
+    async fn buy_form(&mut self, script: &Script, n: u64, start: Instant) -> Attempt {
+        let (tt, quantity, email) = script.choose(n);
+        let timeout = script.plan.timeout;
+        let page = match self.conn.send(&Request::get(&tt.page), timeout).await {
+            Ok(reply) if reply.status == 200 => reply,
+            Ok(reply) => return Attempt::of(refusal_or_failure(reply.status, "page")),
+            Err(failure) => return Attempt::of(Outcome::Failed(failure.name().into())),
+        };
+        let page_took = start.elapsed();
+        let Some(cookie) = csrf_cookie(&page) else {
+            return Attempt::of(Outcome::Failed("no_csrf_cookie".into()));
+        };
+        let html = String::from_utf8_lossy(&page.body);
+        // The field repeats the cookie; a sold-out page has no form, and a
+        // script posts anyway with the cookie's value and a key of its own.
+        let token = hidden_field(&html, "csrf_token").unwrap_or(&cookie[COOKIE.len() + 1..]);
+        let key = hidden_field(&html, "idempotency_key").map_or_else(fresh_key, str::to_owned);
+        let body = form_urlencoded::Serializer::new(String::with_capacity(256))
+            .append_pair("csrf_token", token)
+            .append_pair("ticket_type_id", &tt.ticket_type)
+            .append_pair("quantity", &quantity.to_string())
+            .append_pair("email", &email)
+            .append_pair("idempotency_key", &key)
+            .finish();
+        let headers = [
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("cookie", cookie.as_str()),
+        ];
+        let request = Request {
+            method: "POST",
+            path: &tt.form,
+            headers: &headers,
+            body: body.as_bytes(),
+        };
+        let posted = Instant::now();
+        let result = self.conn.send(&request, timeout).await;
+        let mut attempt = purchase(result, key, form_outcome);
+        attempt.page = Some(page_took);
+        attempt.post = Some(posted.elapsed());
+        attempt
+    }
+}
+
+/// A purchase's outcome; keeps the key when the order may have committed
+/// without the buyer hearing of it.
+fn purchase(
+    result: Result<Reply, Failure>,
+    key: String,
+    classify: fn(&Reply) -> Outcome,
+) -> Attempt {
+    let (outcome, unsure) = match result {
+        Ok(reply) => (classify(&reply), reply.status >= 500),
+        Err(failure) => (
+            Outcome::Failed(failure.name().into()),
+            failure != Failure::Connect,
+        ),
+    };
+    let mut attempt = Attempt::of(outcome);
+    attempt.unsure_key = unsure.then_some(key);
+    attempt
+}
+
+/// A high-entropy, URL-safe idempotency key: 128 random bits, 22 characters.
+pub fn fresh_key() -> String {
+    let mut bytes = [0_u8; 16];
+    rand::rng().fill_bytes(&mut bytes);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+const COOKIE: &str = "stampede_csrf";
+
+/// `stampede_csrf=TOKEN` from the page's `Set-Cookie`.
+fn csrf_cookie(reply: &Reply) -> Option<String> {
+    reply
+        .headers("set-cookie")
+        .iter()
+        .filter_map(|v| v.split(';').next())
+        .find(|pair| pair.split_once('=').is_some_and(|(name, _)| name == COOKIE))
+        .map(str::to_owned)
+}
+
+/// The value of `<input type="hidden" name="NAME" value="…">` in a page.
+pub fn hidden_field<'a>(html: &'a str, name: &str) -> Option<&'a str> {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = html.find(&marker)? + marker.len();
+    html[start..].split('"').next()
+}
+
+fn expected(reply: &Reply, expect: u16) -> Outcome {
+    if reply.status == expect {
+        Outcome::Ok
+    } else {
+        refusal_or_failure(reply.status, "")
+    }
+}
+
+/// 503 is the server shedding load on purpose; 429 a rate limit; any other
+/// status that is not what the scenario expects is a failure.
+fn refusal_or_failure(status: u16, context: &str) -> Outcome {
+    match status {
+        503 => Outcome::Refused("overloaded".into()),
+        429 => Outcome::Refused("rate_limited".into()),
+        s if context.is_empty() => Outcome::Failed(format!("http_{s}").into()),
+        s => Outcome::Failed(format!("{context}_http_{s}").into()),
+    }
+}
+
+/// Error codes the API documents, kept without allocating.
+const CODES: &[&str] = &[
+    "sold_out",
+    "not_enough_left",
+    "limit_exceeded",
+    "sale_not_open",
+    "sale_closed",
+    "not_found",
+    "invalid",
+    "idempotency_conflict",
+    "rate_limited",
+    "overloaded",
+    "forbidden",
+    "conflict",
+];
+
+fn reason(code: &str) -> Cow<'static, str> {
+    CODES
+        .iter()
+        .find(|c| **c == code)
+        .map_or_else(|| Cow::Owned(code.to_owned()), |c| Cow::Borrowed(*c))
+}
+
+#[derive(serde::Deserialize)]
+struct Created<'a> {
+    #[serde(borrow)]
+    id: Option<&'a str>,
+    #[serde(borrow)]
+    error: Option<ErrorBody<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ErrorBody<'a> {
+    #[serde(borrow)]
+    code: &'a str,
+}
+
+/// `201 {"id": …}` (or 200 for a replayed key), or `{"error": {"code"}}`.
+fn api_outcome(reply: &Reply) -> Outcome {
+    let body = serde_json::from_slice::<Created>(&reply.body).ok();
+    match reply.status {
+        200 | 201 => body
+            .and_then(|b| b.id)
+            .and_then(|id| Uuid::parse_str(id).ok())
+            .map_or(Outcome::Failed("no_order_id".into()), Outcome::Sold),
+        400..=428 | 430..=499 => match body.and_then(|b| b.error) {
+            Some(error) => Outcome::Refused(reason(error.code)),
+            None => Outcome::Refused(format!("http_{}", reply.status).into()),
+        },
+        _ => refusal_or_failure(reply.status, ""),
+    }
+}
+
+/// `303 Location: /orders/{id}`, or the event page again with the reason.
+fn form_outcome(reply: &Reply) -> Outcome {
+    if reply.status == 303 {
+        let id = reply
+            .header("location")
+            .and_then(|v| Uuid::parse_str(v.strip_prefix("/orders/")?).ok());
+        return id.map_or(Outcome::Failed("no_order_id".into()), Outcome::Sold);
+    }
+    if !(400..500).contains(&reply.status) || reply.status == 429 {
+        return refusal_or_failure(reply.status, "");
+    }
+    let html = String::from_utf8_lossy(&reply.body);
+    let message = html
+        .split_once("role=\"alert\"")
+        .and_then(|(_, rest)| rest.split_once('>'))
+        .map_or("", |(_, rest)| rest.split('<').next().unwrap_or(""));
+    Outcome::Refused(form_reason(reply.status, message))
+}
+
+/// The page's message, mapped to the API's code for the same refusal.
+fn form_reason(status: u16, message: &str) -> Cow<'static, str> {
+    let prefixes = [
+        ("Sold out", "sold_out"),
+        ("Only ", "not_enough_left"),
+        ("At most", "limit_exceeded"),
+        ("Each buyer may hold", "limit_exceeded"),
+        ("The sale has not opened", "sale_not_open"),
+        ("The sale", "sale_closed"),
+        ("This idempotency key", "idempotency_conflict"),
+        ("This form has expired", "csrf_refused"),
+    ];
+    prefixes
+        .iter()
+        .find(|(prefix, _)| message.starts_with(prefix))
+        .map_or_else(
+            || Cow::Owned(format!("http_{status}")),
+            |(_, code)| Cow::Borrowed(*code),
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(status: u16, headers: &[(&'static str, &str)], body: &str) -> Reply {
+        let mut raw = format!("HTTP/1.1 {status} X\r\n");
+        for (name, value) in headers {
+            raw.push_str(&format!("{name}: {value}\r\n"));
+        }
+        raw.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+        Reply::from_raw(raw.as_bytes())
+    }
+
+    #[test]
+    fn api_answers_become_sales_refusals_and_failures() {
+        let id = Uuid::new_v4();
+        let created = reply(201, &[], &format!(r#"{{"id":"{id}","quantity":2}}"#));
+        assert_eq!(api_outcome(&created), Outcome::Sold(id));
+        let refused = reply(409, &[], r#"{"error":{"code":"sold_out","message":"x"}}"#);
+        assert_eq!(api_outcome(&refused), Outcome::Refused("sold_out".into()));
+        assert_eq!(
+            api_outcome(&reply(503, &[], "busy")),
+            Outcome::Refused("overloaded".into())
+        );
+        assert_eq!(
+            api_outcome(&reply(500, &[], "{}")),
+            Outcome::Failed("http_500".into())
+        );
+    }
+
+    #[test]
+    fn form_answers_are_read_from_the_redirect_or_the_alert() {
+        let id = Uuid::new_v4();
+        let sold = reply(303, &[("location", &format!("/orders/{id}"))], "");
+        assert_eq!(form_outcome(&sold), Outcome::Sold(id));
+        let page = r#"<p class="notice error" role="alert" id="form-error">Only 2 left of this ticket type; choose fewer.</p>"#;
+        assert_eq!(
+            form_outcome(&reply(409, &[], page)),
+            Outcome::Refused("not_enough_left".into())
+        );
+    }
+
+    #[test]
+    fn the_csrf_cookie_and_hidden_fields_are_found() {
+        let page = reply(
+            200,
+            &[
+                ("set-cookie", "other=1; Path=/"),
+                ("set-cookie", "stampede_csrf=abc; Path=/; HttpOnly"),
+            ],
+            r#"<input type="hidden" name="idempotency_key" value="k-1">"#,
+        );
+        assert_eq!(csrf_cookie(&page).as_deref(), Some("stampede_csrf=abc"));
+        let html = String::from_utf8_lossy(&page.body);
+        assert_eq!(hidden_field(&html, "idempotency_key"), Some("k-1"));
+        assert_eq!(hidden_field(&html, "csrf_token"), None);
+    }
+
+    #[test]
+    fn fresh_keys_are_long_url_safe_and_distinct() {
+        let (a, b) = (fresh_key(), fresh_key());
+        assert_eq!(a.len(), 22);
+        assert!(
+            a.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+        );
+        assert_ne!(a, b);
+    }
+}
