@@ -87,6 +87,14 @@ async fn seed000_through_the_load_generator_sells_ten_tickets_and_accounts_for_e
         Command::new(env!("CARGO_BIN_EXE_stampede"))
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
             .args(["--database-url", &database_url])
+            // All 200 buyers share one loopback address: the per-address
+            // caps (tested in hold_the_door.rs) would refuse most of them.
+            .args([
+                "--max-in-flight-per-ip",
+                "0",
+                "--max-connections-per-ip",
+                "0",
+            ])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .spawn()
