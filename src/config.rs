@@ -184,6 +184,37 @@ pub struct ServeArgs {
     )]
     pub request_timeout_secs: u64,
 
+    /// How purchases are sold: `batch` (group commit per ticket type, the
+    /// default), or the baselines `naive` and `for-update` (one transaction
+    /// per purchase; for comparison only). One strategy per database.
+    #[arg(
+        long,
+        env = "STAMPEDE_SALE_STRATEGY",
+        default_value = "batch",
+        global = true
+    )]
+    pub sale_strategy: crate::sale::Strategy,
+
+    /// `batch`: purchases of one ticket type sold in one transaction at most.
+    #[arg(
+        long,
+        env = "STAMPEDE_BATCH_MAX",
+        default_value_t = 512,
+        value_parser = clap::value_parser!(u32).range(1..=10_000),
+        global = true
+    )]
+    pub batch_max: u32,
+
+    /// `batch`: purchases waiting per ticket type at most; beyond, 503 at once.
+    #[arg(
+        long,
+        env = "STAMPEDE_BATCH_QUEUE",
+        default_value_t = 4096,
+        value_parser = clap::value_parser!(u32).range(1..),
+        global = true
+    )]
+    pub batch_queue: u32,
+
     /// Mark cookies `Secure`; set this when Stampede is served over https.
     #[arg(long, env = "STAMPEDE_SECURE_COOKIES", global = true)]
     pub secure_cookies: bool,

@@ -1,41 +1,182 @@
 //! The purchase path, all of it: idempotency, limits, the stock decrement.
 //!
-//! A sale is one Postgres transaction at Read Committed:
-//! 1. insert the order (unique per buyer and idempotency key: a concurrent
-//!    duplicate waits here and then replays the winner's order) and its
-//!    tickets, one row per seat with an unguessable code;
-//! 2. add the quantity to the buyer's holdings with a conditional upsert
-//!    (the per-buyer limit, enforced on one row per buyer and ticket type);
-//! 3. the conditional `UPDATE ticket_types SET remaining = remaining - $n
-//!    WHERE id = $1 AND remaining - $n >= 0` plus the sale window
-//!    (`sale_open(...)`, the SQL twin of `domain::SaleWindow`) and the
-//!    `sales_halted` flag — exactly one row, or roll back. It runs last, so
-//!    the hot row stays locked only for the commit.
+//! [`Sales`] sells by one of the [`Strategy`]s. The default, `batch`
+//! ([`batch`]), coalesces concurrent purchases of one ticket type into one
+//! transaction; `naive` and `for-update` ([`single`]) run one transaction
+//! per purchase and are kept as baselines for comparison. Every strategy
+//! ends in the same conditional `UPDATE ticket_types SET remaining =
+//! remaining - $n WHERE id = $1 AND remaining - $n >= 0`, with the sale
+//! window (`sale_open(...)`, the SQL twin of `domain::SaleWindow`) and the
+//! `sales_halted` flag, inside the transaction that writes the orders: no
+//! interleaving can oversell, and any number of instances may share one
+//! database (with one strategy: mixing them on one database can deadlock,
+//! which Postgres resolves by failing one transaction).
 //!
-//! A blocked UPDATE re-checks its WHERE clause against the row version that
-//! the other transaction committed, so no interleaving can oversell. There
-//! are no application-side locks: any number of instances may share one
-//! database. Before the transaction, one read ([`check::SaleCheck`]: the
-//! key's order, if any, and the ticket type's state) replays earlier
-//! purchases and refuses requests that cannot succeed (not open, too many,
-//! sold out) without a write; the transaction re-checks everything itself.
+//! Before any transaction, one read ([`check::SaleCheck`]: the key's order,
+//! if any, and the ticket type's state) replays earlier purchases and
+//! refuses requests that cannot succeed, and an in-process flag
+//! ([`sold_out`]) refuses purchases of a sold-out type without a
+//! transaction.
 //!
 //! Cancelling orders and events is [`cancel`].
 
+mod batch;
 mod cancel;
 mod check;
+mod single;
+mod sold_out;
+
+use std::{fmt, str::FromStr, sync::Arc};
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
 use tracing::Instrument;
 
+pub use batch::EngineSettings;
 pub use cancel::{cancel, cancel_event};
-use check::SaleCheck;
+use single::Locking;
+use sold_out::SoldOut;
 
 use crate::{
     domain::{Email, EventId, IdempotencyKey, OrderId, OrderStatus, Quantity, TicketTypeId},
     error::AppError,
 };
+
+/// How purchases reach the stock row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// Group commit per ticket type (the engine).
+    #[default]
+    Batch,
+    /// One transaction per purchase, the row locked by the final UPDATE
+    /// (for comparison only).
+    Naive,
+    /// One transaction per purchase, the row locked first with
+    /// `SELECT ... FOR UPDATE` (for comparison only).
+    ForUpdate,
+}
+
+impl Strategy {
+    pub const ALL: [Self; 3] = [Self::Batch, Self::Naive, Self::ForUpdate];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Batch => "batch",
+            Self::Naive => "naive",
+            Self::ForUpdate => "for-update",
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = String;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|s| s.as_str() == raw)
+            .ok_or_else(|| format!("unknown sale strategy `{raw}` (batch, naive, for-update)"))
+    }
+}
+
+/// The sale path, shared by every handler: the pool, the strategy, the
+/// batch queues and the sold-out flags.
+#[derive(Clone)]
+pub struct Sales {
+    db: PgPool,
+    strategy: Strategy,
+    batcher: Arc<batch::Batcher>,
+    sold_out: Arc<SoldOut>,
+}
+
+impl fmt::Debug for Sales {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sales")
+            .field("strategy", &self.strategy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sales {
+    /// Must be called inside a Tokio runtime: it starts the task that
+    /// clears sold-out flags when stock comes back.
+    pub fn new(db: PgPool, strategy: Strategy, settings: EngineSettings) -> Self {
+        let sold_out = Arc::new(SoldOut::new(settings.sold_out_lifetime));
+        tokio::spawn(sold_out::listen(db.clone(), Arc::downgrade(&sold_out)));
+        Self {
+            batcher: Arc::new(batch::Batcher::new(
+                db.clone(),
+                settings,
+                Arc::clone(&sold_out),
+            )),
+            db,
+            strategy,
+            sold_out,
+        }
+    }
+
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// Sell `quantity` tickets of one type to one buyer, or refuse with a reason.
+    pub async fn purchase(
+        &self,
+        now: OffsetDateTime,
+        request: &PurchaseRequest,
+    ) -> Result<Purchase, AppError> {
+        let span = tracing::info_span!(
+            "purchase",
+            strategy = %self.strategy,
+            ticket_type_id = %request.ticket_type_id,
+            quantity = request.quantity.get(),
+            outcome = tracing::field::Empty,
+        );
+        let result = self
+            .purchase_inner(now, request)
+            .instrument(span.clone())
+            .await;
+        let outcome = match &result {
+            Ok(Purchase::Created(_)) => "created",
+            Ok(Purchase::Replayed(_)) => "replayed",
+            Err(err) => err.code(),
+        };
+        span.record("outcome", outcome);
+        result
+    }
+
+    async fn purchase_inner(
+        &self,
+        now: OffsetDateTime,
+        request: &PurchaseRequest,
+    ) -> Result<Purchase, AppError> {
+        if self.sold_out.is_set(request.ticket_type_id) {
+            // Idempotency holds after the sell-out too: a retry of a
+            // purchase that committed gets its order back.
+            return match replay_by_key(&self.db, request).await {
+                Err(AppError::NotFound) => Err(AppError::SoldOut),
+                answer => answer,
+            };
+        }
+        let result = match self.strategy {
+            Strategy::Batch => self.batcher.purchase(now, request).await,
+            Strategy::Naive => single::purchase(&self.db, now, request, Locking::AtTheEnd).await,
+            Strategy::ForUpdate => {
+                single::purchase(&self.db, now, request, Locking::RowLockFirst).await
+            }
+        };
+        if matches!(result, Err(AppError::SoldOut)) {
+            self.sold_out.set(request.ticket_type_id);
+        }
+        result
+    }
+}
 
 /// A validated purchase: every field already parsed into its domain type.
 #[derive(Debug, Clone)]
@@ -78,130 +219,14 @@ impl Purchase {
     }
 }
 
-/// Sell `quantity` tickets of one type to one buyer, or refuse with a reason.
+/// One purchase in a transaction of its own (the `naive` strategy), for
+/// callers without a [`Sales`]: tests and tools.
 pub async fn purchase(
     db: &PgPool,
     now: OffsetDateTime,
     request: &PurchaseRequest,
 ) -> Result<Purchase, AppError> {
-    let span = tracing::info_span!(
-        "purchase",
-        ticket_type_id = %request.ticket_type_id,
-        quantity = request.quantity.get(),
-        outcome = tracing::field::Empty,
-    );
-    let result = purchase_inner(db, now, request)
-        .instrument(span.clone())
-        .await;
-    let outcome = match &result {
-        Ok(Purchase::Created(_)) => "created",
-        Ok(Purchase::Replayed(_)) => "replayed",
-        Err(err) => err.code(),
-    };
-    span.record("outcome", outcome);
-    result
-}
-
-async fn purchase_inner(
-    db: &PgPool,
-    now: OffsetDateTime,
-    request: &PurchaseRequest,
-) -> Result<Purchase, AppError> {
-    // One snapshot answers both "was this key used?" and "can this succeed?":
-    // a twin request either committed (we see its order) or did not (we see
-    // its tickets still in stock and meet it at the INSERT below).
-    let Some(check) = SaleCheck::load(db, request).await? else {
-        return replay_by_key(db, request).await;
-    };
-    if let Some(existing) = check.existing_order {
-        let existing = find_by_id(db, existing).await?.ok_or(AppError::NotFound)?;
-        return replay(existing, request);
-    }
-    check.refusal(now, request.quantity)?;
-
-    let mut tx = db.begin().await?;
-    let quantity = request.quantity.get();
-
-    // 1. The order row; ON CONFLICT waits for a concurrent twin to finish.
-    let order = sqlx::query_as!(
-        Order,
-        r#"INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency)
-           SELECT t.id, $2, $3, $4, t.price_minor, t.currency FROM ticket_types t WHERE t.id = $1
-           ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
-           RETURNING id, ticket_type_id, email, quantity, status AS "status: OrderStatus",
-                     unit_price_minor, currency, created_at"#,
-        request.ticket_type_id.get(),
-        request.email.as_str(),
-        quantity,
-        request.idempotency_key.as_str(),
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(order) = order else {
-        tx.rollback().await?;
-        return replay_by_key(db, request).await;
-    };
-
-    // One ticket row per seat, each with its own code for the door.
-    sqlx::query!(
-        "INSERT INTO tickets (order_id, position) SELECT $1, generate_series(1, $2)",
-        order.id.get(),
-        quantity,
-    )
-    .execute(&mut *tx)
-    .await?;
-
-    // 2. The per-buyer limit, on the buyer's own row (concurrent purchases by
-    //    one buyer queue on it; a blocked upsert re-reads the new total).
-    let held = sqlx::query_scalar!(
-        r#"INSERT INTO buyer_holdings (ticket_type_id, email, quantity)
-           SELECT t.id, $2, $3 FROM ticket_types t WHERE t.id = $1 AND $3 <= t.max_per_buyer
-           ON CONFLICT (ticket_type_id, email) DO UPDATE
-               SET quantity = buyer_holdings.quantity + EXCLUDED.quantity
-               WHERE buyer_holdings.quantity + EXCLUDED.quantity
-                     <= (SELECT max_per_buyer FROM ticket_types WHERE id = EXCLUDED.ticket_type_id)
-           RETURNING quantity"#,
-        request.ticket_type_id.get(),
-        request.email.as_str(),
-        quantity,
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    if held.is_none() {
-        tx.rollback().await?;
-        return Err(AppError::BuyerLimit {
-            max: check.max_per_buyer,
-        });
-    }
-
-    // 3. The stock: one row affected or nothing is sold.
-    let remaining = sqlx::query_scalar!(
-        r#"UPDATE ticket_types t SET remaining = t.remaining - $2
-           FROM events e
-           WHERE t.id = $1 AND t.remaining - $2 >= 0
-             AND $2 <= t.max_per_order AND NOT t.sales_halted
-             AND e.id = t.event_id AND sale_open(e.status, e.sale_opens_at, e.sale_closes_at, $3)
-           RETURNING t.remaining"#,
-        request.ticket_type_id.get(),
-        quantity,
-        now,
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    if remaining.is_none() {
-        tx.rollback().await?;
-        let check = SaleCheck::load(db, request)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        check.refusal(now, request.quantity)?;
-        // Everything looks fine again: tickets came back after we lost a race.
-        return Err(AppError::NotEnoughLeft {
-            remaining: check.remaining,
-        });
-    }
-    tx.commit().await?;
-    tracing::debug!(order_id = %order.id, "order committed");
-    Ok(Purchase::Created(order))
+    single::purchase(db, now, request, Locking::AtTheEnd).await
 }
 
 /// How to find one order: by its id, or by its buyer and idempotency key.

@@ -24,6 +24,7 @@ use tower_sessions::session_store::ExpiredDeletion as _;
 
 use crate::{
     config::ServeArgs,
+    sale::EngineSettings,
     web::{self, AppState, Limits, per_client::PerClient},
 };
 use connection::{Activity, ConnService, Deadlines, Metered};
@@ -85,7 +86,13 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         idle_timeout: Duration::from_secs(args.idle_timeout_secs),
         request_timeout,
     };
+    let batches = EngineSettings {
+        max_batch: args.batch_max as usize,
+        queue_capacity: args.batch_queue as usize,
+        ..EngineSettings::default()
+    };
     let state = AppState::new(pool.clone())
+        .with_sales(args.sale_strategy, batches)
         .with_limits(limits)
         .with_secure_cookies(args.secure_cookies);
     let app = crate::app(state);

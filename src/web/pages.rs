@@ -56,7 +56,7 @@ pub async fn buy(
     };
     let now = state.clock.now();
     let result = match purchase_request(event_id, &form) {
-        Ok(request) => sale::purchase(&state.db, now, &request).await,
+        Ok(request) => state.sales.purchase(now, &request).await,
         Err(invalid) => Err(invalid.into()),
     };
     let err = match result {

@@ -6,7 +6,10 @@ use axum::extract::FromRef;
 use sqlx::PgPool;
 use tower_sessions_sqlx_store::PostgresStore;
 
-use crate::clock::{Clock, SystemClock};
+use crate::{
+    clock::{Clock, SystemClock},
+    sale::{EngineSettings, Sales, Strategy},
+};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -41,6 +44,8 @@ impl Default for Limits {
 #[derive(Clone)]
 pub struct AppState {
     pub db: PgPool,
+    /// The purchase path (strategy, batch queues, sold-out flags).
+    pub sales: Sales,
     pub clock: Arc<dyn Clock>,
     pub limits: Limits,
     /// Mark cookies `Secure` (serve over https).
@@ -50,6 +55,7 @@ pub struct AppState {
 impl AppState {
     pub fn new(db: PgPool) -> Self {
         Self {
+            sales: Sales::new(db.clone(), Strategy::default(), EngineSettings::default()),
             db,
             clock: Arc::new(SystemClock),
             limits: Limits::default(),
@@ -59,6 +65,11 @@ impl AppState {
 
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
+        self
+    }
+
+    pub fn with_sales(mut self, strategy: Strategy, settings: EngineSettings) -> Self {
+        self.sales = Sales::new(self.db.clone(), strategy, settings);
         self
     }
 

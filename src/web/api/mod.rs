@@ -76,7 +76,7 @@ pub async fn create_order(
             .for_field("idempotency_key")?,
     };
     Ok(
-        match sale::purchase(&state.db, state.clock.now(), &request).await? {
+        match state.sales.purchase(state.clock.now(), &request).await? {
             Purchase::Created(order) => (StatusCode::CREATED, Json(order.into())),
             Purchase::Replayed(order) => (StatusCode::OK, Json(order.into())),
         },

@@ -1,0 +1,557 @@
+//! The engine: group commit per ticket type.
+//!
+//! On one hot ticket type every purchase needs the same row, and a
+//! transaction that holds it waits for its own commit; so the row carries
+//! about one commit at a time however many buyers wait. Here concurrent
+//! purchases of one ticket type queue in process, and one worker per ticket
+//! type takes what has arrived (up to `max_batch`) and sells it in ONE
+//! transaction:
+//! 1. lock the ticket type row (`SELECT ... FOR UPDATE`): other batches, in
+//!    this or another instance, and cancellations wait here;
+//! 2. read the event in a statement of its own, so that it sees a change
+//!    (unpublished, window closed) committed while we waited for the lock;
+//! 3. read the orders of the batch's idempotency keys and the holdings of
+//!    its buyers, and decide each request in arrival order (first come
+//!    first served; a request that does not fit is refused alone);
+//! 4. write the orders, their tickets, the holdings and the stock in one
+//!    statement whose stock `UPDATE ... WHERE remaining - total >= 0` and
+//!    holdings upsert re-check the limits; anything unexpected rolls the
+//!    batch back and each request runs alone ([`super::single`]);
+//! 5. commit (durably: `synchronous_commit` stays on) and answer each.
+//!
+//! The queue is bounded: when it is full, a purchase gets 503 at once and
+//! nothing is written.
+
+use std::{
+    collections::{HashMap, HashSet, hash_map::Entry},
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use sqlx::{PgPool, Postgres, Transaction};
+use time::OffsetDateTime;
+use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
+
+use super::{
+    Order, Purchase, PurchaseRequest, replay,
+    single::{self, Locking},
+    sold_out::SoldOut,
+};
+use crate::{
+    domain::{EventStatus, OrderId, OrderStatus, SaleState, SaleWindow, TicketTypeId},
+    error::AppError,
+};
+
+/// How a worker without work for this long stops (a new one starts on demand).
+const IDLE_WORKER: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, Copy)]
+pub struct EngineSettings {
+    /// Purchases sold in one transaction at most.
+    pub max_batch: usize,
+    /// Purchases waiting per ticket type at most; beyond, 503 at once.
+    pub queue_capacity: usize,
+    /// How long a sold-out flag stands without news from Postgres.
+    pub sold_out_lifetime: Duration,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self {
+            max_batch: 512,
+            queue_capacity: 4096,
+            sold_out_lifetime: Duration::from_secs(2),
+        }
+    }
+}
+
+type Reply = oneshot::Sender<Result<Purchase, AppError>>;
+
+struct Job {
+    now: OffsetDateTime,
+    request: PurchaseRequest,
+    reply: Reply,
+}
+
+pub(super) struct Batcher {
+    db: PgPool,
+    settings: EngineSettings,
+    sold_out: Arc<SoldOut>,
+    queues: Mutex<HashMap<TicketTypeId, mpsc::Sender<Job>>>,
+}
+
+impl Batcher {
+    pub fn new(db: PgPool, settings: EngineSettings, sold_out: Arc<SoldOut>) -> Self {
+        Self {
+            db,
+            settings,
+            sold_out,
+            queues: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Queue the purchase with the others of its ticket type; its answer.
+    pub async fn purchase(
+        self: &Arc<Self>,
+        now: OffsetDateTime,
+        request: &PurchaseRequest,
+    ) -> Result<Purchase, AppError> {
+        let (reply, answer) = oneshot::channel();
+        let mut job = Job {
+            now,
+            request: request.clone(),
+            reply,
+        };
+        loop {
+            let queue = self.queue(request.ticket_type_id);
+            match queue.try_send(job) {
+                Ok(()) => break,
+                Err(mpsc::error::TrySendError::Full(_)) => return Err(AppError::Overloaded),
+                // The worker stopped for idleness just now: start another.
+                Err(mpsc::error::TrySendError::Closed(returned)) => job = returned,
+            }
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err(AppError::internal(anyhow::anyhow!("batch worker stopped"))))
+    }
+
+    /// The ticket type's queue, with a worker started if it has none.
+    fn queue(self: &Arc<Self>, ticket_type_id: TicketTypeId) -> mpsc::Sender<Job> {
+        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(queue) = queues.get(&ticket_type_id).filter(|q| !q.is_closed()) {
+            return queue.clone();
+        }
+        let (queue, jobs) = mpsc::channel(self.settings.queue_capacity);
+        queues.insert(ticket_type_id, queue.clone());
+        tokio::spawn(Arc::clone(self).work(ticket_type_id, jobs));
+        queue
+    }
+
+    async fn work(self: Arc<Self>, ticket_type_id: TicketTypeId, mut jobs: mpsc::Receiver<Job>) {
+        let mut batch = Vec::with_capacity(self.settings.max_batch);
+        loop {
+            let received = tokio::time::timeout(
+                IDLE_WORKER,
+                jobs.recv_many(&mut batch, self.settings.max_batch),
+            )
+            .await;
+            if matches!(received, Ok(0) | Err(_)) {
+                break;
+            }
+            self.sell(ticket_type_id, std::mem::take(&mut batch)).await;
+        }
+        // Idle: close the queue (senders start a new worker), and sell what
+        // slipped in before the close.
+        {
+            let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+            jobs.close();
+            if let Entry::Occupied(entry) = queues.entry(ticket_type_id)
+                && entry.get().is_closed()
+            {
+                entry.remove();
+            }
+        }
+        while jobs.recv_many(&mut batch, self.settings.max_batch).await > 0 {
+            self.sell(ticket_type_id, std::mem::take(&mut batch)).await;
+        }
+    }
+
+    async fn sell(&self, ticket_type_id: TicketTypeId, jobs: Vec<Job>) {
+        let span = tracing::info_span!(
+            "purchase_batch",
+            %ticket_type_id,
+            size = jobs.len(),
+            sold = tracing::field::Empty,
+        );
+        async {
+            let answers = match sell_batch(&self.db, ticket_type_id, &jobs).await {
+                Ok(sold) => {
+                    tracing::Span::current().record("sold", sold.sold);
+                    if sold.remaining == Some(0) {
+                        self.sold_out.set(ticket_type_id);
+                    }
+                    sold.answers
+                }
+                Err(AppError::Overloaded) => jobs
+                    .iter()
+                    .map(|_| Some(Err(AppError::Overloaded)))
+                    .collect(),
+                Err(err) => {
+                    tracing::warn!(error = %err, "batch failed; selling its requests one by one");
+                    jobs.iter().map(|_| None).collect()
+                }
+            };
+            for (job, answer) in jobs.into_iter().zip(answers) {
+                let answer = match answer {
+                    Some(answer) => answer,
+                    None => self.alone(&job).await,
+                };
+                // The buyer may have gone; the order stands either way.
+                let _ = job.reply.send(answer);
+            }
+        }
+        .instrument(span)
+        .await;
+    }
+
+    /// A request the batch could not answer, sold on its own.
+    async fn alone(&self, job: &Job) -> Result<Purchase, AppError> {
+        let result = single::purchase(&self.db, job.now, &job.request, Locking::RowLockFirst).await;
+        if matches!(result, Err(AppError::SoldOut)) {
+            self.sold_out.set(job.request.ticket_type_id);
+        }
+        result
+    }
+}
+
+/// What a batch did: an answer per job, and what is left. `None`: the job
+/// is answered after the commit on its own ([`single`]), which replays the
+/// order of its twin (the same buyer and key earlier in the batch, or
+/// committed by another instance meanwhile), or sells if the twin failed.
+struct Sold {
+    answers: Vec<Option<Result<Purchase, AppError>>>,
+    sold: usize,
+    remaining: Option<i32>,
+}
+
+/// The ticket type's row, read under its lock.
+struct Locked {
+    event_id: uuid::Uuid,
+    remaining: i32,
+    max_per_order: i32,
+    max_per_buyer: i32,
+    sales_halted: bool,
+    price_minor: i64,
+    currency: String,
+}
+
+async fn sell_batch(
+    db: &PgPool,
+    ticket_type_id: TicketTypeId,
+    jobs: &[Job],
+) -> Result<Sold, AppError> {
+    let mut tx = db.begin().await?;
+    let Some(locked) = sqlx::query_as!(
+        Locked,
+        "SELECT event_id, remaining, max_per_order, max_per_buyer, sales_halted, price_minor, currency
+         FROM ticket_types WHERE id = $1 FOR UPDATE",
+        ticket_type_id.get(),
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    else {
+        tx.rollback().await?;
+        return Ok(Sold::all(jobs, || Err(AppError::NotFound)));
+    };
+    // A statement of its own, after the lock: it sees what committed meanwhile.
+    let event = sqlx::query!(
+        r#"SELECT status AS "status: EventStatus", sale_opens_at, sale_closes_at
+           FROM events WHERE id = $1"#,
+        locked.event_id,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let window = SaleWindow {
+        status: event.status,
+        opens_at: event.sale_opens_at,
+        closes_at: event.sale_closes_at,
+    };
+
+    let emails: Vec<&str> = jobs.iter().map(|j| j.request.email.as_str()).collect();
+    let keys: Vec<&str> = jobs
+        .iter()
+        .map(|j| j.request.idempotency_key.as_str())
+        .collect();
+    let existing = existing_orders(&mut tx, &emails, &keys).await?;
+    let held = holdings(&mut tx, ticket_type_id, &emails).await?;
+
+    let decisions = decide(jobs, &locked, &window, &existing, &held);
+    let selling: Vec<&Job> = jobs
+        .iter()
+        .zip(&decisions)
+        .filter(|(_, d)| matches!(d, Decision::Sell))
+        .map(|(job, _)| job)
+        .collect();
+    let created = if selling.is_empty() {
+        tx.rollback().await?;
+        Written::default()
+    } else {
+        let written = write(&mut tx, ticket_type_id, &locked, &selling).await?;
+        tx.commit().await?;
+        written
+    };
+
+    let answers = jobs
+        .iter()
+        .zip(decisions)
+        .map(|(job, decision)| match decision {
+            Decision::Refuse(err) => Some(Err(err)),
+            Decision::Replay(order) => Some(replay(order, &job.request)),
+            Decision::Sell => created
+                .orders
+                .get(&buyer_key(&job.request))
+                .map(|order| Ok(Purchase::Created(order.clone()))),
+            Decision::Twin => None,
+        })
+        .collect();
+    Ok(Sold {
+        answers,
+        sold: created.orders.len(),
+        remaining: created.remaining.or(Some(locked.remaining)),
+    })
+}
+
+impl Sold {
+    fn all(jobs: &[Job], answer: impl Fn() -> Result<Purchase, AppError>) -> Self {
+        Self {
+            answers: jobs.iter().map(|_| Some(answer())).collect(),
+            sold: 0,
+            remaining: None,
+        }
+    }
+}
+
+/// An order's buyer and idempotency key: what makes a purchase the same one.
+fn buyer_key(request: &PurchaseRequest) -> (String, String) {
+    (
+        request.email.as_str().to_owned(),
+        request.idempotency_key.as_str().to_owned(),
+    )
+}
+
+enum Decision {
+    Sell,
+    Refuse(AppError),
+    /// The key was used before this batch: that order's replay.
+    Replay(Order),
+    /// The same buyer and key as an earlier request of this batch.
+    Twin,
+}
+
+/// Each request in arrival order, against what is left after the ones
+/// before it: the whole of the rules that the writes then re-check.
+fn decide(
+    jobs: &[Job],
+    locked: &Locked,
+    window: &SaleWindow,
+    existing: &HashMap<(String, String), Order>,
+    held: &HashMap<String, i32>,
+) -> Vec<Decision> {
+    let mut remaining = locked.remaining;
+    let mut held = held.clone();
+    let mut keys_seen = HashSet::new();
+    jobs.iter()
+        .map(|job| {
+            let request = &job.request;
+            let key = buyer_key(request);
+            if let Some(order) = existing.get(&key) {
+                return Decision::Replay(order.clone());
+            }
+            if request
+                .event_id
+                .is_some_and(|id| id.get() != locked.event_id)
+            {
+                return Decision::Refuse(AppError::NotFound);
+            }
+            match window.state(job.now) {
+                SaleState::Open => {}
+                SaleState::Draft => return Decision::Refuse(AppError::NotFound),
+                SaleState::Cancelled => {
+                    return Decision::Refuse(AppError::SaleClosed("This event was cancelled."));
+                }
+                SaleState::NotOpenYet => {
+                    return Decision::Refuse(AppError::SaleNotOpen {
+                        opens_at: window.opens_at,
+                    });
+                }
+                SaleState::Closed => {
+                    return Decision::Refuse(AppError::SaleClosed(
+                        "The sale for this event has closed.",
+                    ));
+                }
+            }
+            if locked.sales_halted {
+                return Decision::Refuse(AppError::SaleClosed("This event was cancelled."));
+            }
+            if !keys_seen.insert(key) {
+                return Decision::Twin;
+            }
+            let quantity = request.quantity.get();
+            if quantity > locked.max_per_order {
+                return Decision::Refuse(AppError::OrderLimit {
+                    max: locked.max_per_order,
+                });
+            }
+            let holding = held.entry(request.email.as_str().to_owned()).or_insert(0);
+            if *holding + quantity > locked.max_per_buyer {
+                return Decision::Refuse(AppError::BuyerLimit {
+                    max: locked.max_per_buyer,
+                });
+            }
+            if remaining == 0 {
+                return Decision::Refuse(AppError::SoldOut);
+            }
+            if remaining < quantity {
+                return Decision::Refuse(AppError::NotEnoughLeft { remaining });
+            }
+            remaining -= quantity;
+            *holding += quantity;
+            Decision::Sell
+        })
+        .collect()
+}
+
+async fn existing_orders(
+    tx: &mut Transaction<'_, Postgres>,
+    emails: &[&str],
+    keys: &[&str],
+) -> Result<HashMap<(String, String), Order>, AppError> {
+    let rows = sqlx::query!(
+        r#"SELECT o.id, o.ticket_type_id, o.email, o.quantity, o.status AS "status: OrderStatus",
+                  o.unit_price_minor, o.currency, o.created_at, o.idempotency_key
+           FROM orders o
+           JOIN unnest($1::text[], $2::text[]) AS k (email, idempotency_key)
+             ON o.email = k.email AND o.idempotency_key = k.idempotency_key"#,
+        emails as &[&str],
+        keys as &[&str],
+    )
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            (
+                (row.email.clone(), row.idempotency_key),
+                Order {
+                    id: row.id.into(),
+                    ticket_type_id: row.ticket_type_id.into(),
+                    email: row.email,
+                    quantity: row.quantity,
+                    status: row.status,
+                    unit_price_minor: row.unit_price_minor,
+                    currency: row.currency,
+                    created_at: row.created_at,
+                },
+            )
+        })
+        .collect())
+}
+
+async fn holdings(
+    tx: &mut Transaction<'_, Postgres>,
+    ticket_type_id: TicketTypeId,
+    emails: &[&str],
+) -> Result<HashMap<String, i32>, AppError> {
+    let rows = sqlx::query!(
+        "SELECT email, quantity FROM buyer_holdings WHERE ticket_type_id = $1 AND email = ANY($2)",
+        ticket_type_id.get(),
+        emails as &[&str],
+    )
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.email, r.quantity)).collect())
+}
+
+#[derive(Default)]
+struct Written {
+    orders: HashMap<(String, String), Order>,
+    remaining: Option<i32>,
+}
+
+/// The batch's writes in one statement. Its guards repeat the decisions:
+/// if the stock `UPDATE` or a holdings upsert refuses, the batch is wrong
+/// and rolls back (the caller then sells each request alone).
+async fn write(
+    tx: &mut Transaction<'_, Postgres>,
+    ticket_type_id: TicketTypeId,
+    locked: &Locked,
+    selling: &[&Job],
+) -> Result<Written, AppError> {
+    let emails: Vec<&str> = selling.iter().map(|j| j.request.email.as_str()).collect();
+    let quantities: Vec<i32> = selling.iter().map(|j| j.request.quantity.get()).collect();
+    let keys: Vec<&str> = selling
+        .iter()
+        .map(|j| j.request.idempotency_key.as_str())
+        .collect();
+    let largest = quantities.iter().copied().max().unwrap_or(0);
+    let latest = selling.iter().map(|j| j.now).max();
+    let rows = sqlx::query!(
+        r#"WITH new_orders AS (
+               INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency)
+               SELECT $1, r.email, r.quantity, r.idempotency_key, $5, $6
+               FROM unnest($2::text[], $3::int4[], $4::text[]) AS r (email, quantity, idempotency_key)
+               ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
+               RETURNING id, email, quantity, idempotency_key, status, created_at
+           ), held AS (
+               INSERT INTO buyer_holdings (ticket_type_id, email, quantity)
+               SELECT $1, n.email, sum(n.quantity)::int4 FROM new_orders n GROUP BY n.email
+               ON CONFLICT (ticket_type_id, email) DO UPDATE
+                   SET quantity = buyer_holdings.quantity + EXCLUDED.quantity
+                   WHERE buyer_holdings.quantity + EXCLUDED.quantity <= $7
+               RETURNING 1
+           ), seats AS (
+               INSERT INTO tickets (order_id, position)
+               SELECT n.id, generate_series(1, n.quantity) FROM new_orders n
+           ), stock AS (
+               UPDATE ticket_types t
+               SET remaining = t.remaining - (SELECT coalesce(sum(n.quantity), 0) FROM new_orders n)
+               FROM events e
+               WHERE t.id = $1 AND e.id = t.event_id
+                 AND t.remaining - (SELECT coalesce(sum(n.quantity), 0) FROM new_orders n) >= 0
+                 AND $8 <= t.max_per_order AND NOT t.sales_halted
+                 AND sale_open(e.status, e.sale_opens_at, e.sale_closes_at, $9)
+               RETURNING t.remaining
+           )
+           SELECT n.id AS "id!", n.email AS "email!", n.quantity AS "quantity!",
+                  n.idempotency_key AS "idempotency_key!", n.status AS "status!: OrderStatus",
+                  n.created_at AS "created_at!",
+                  (SELECT count(*) FROM held) AS "held!",
+                  (SELECT remaining FROM stock) AS "remaining?"
+           FROM new_orders n"#,
+        ticket_type_id.get(),
+        &emails as &[&str],
+        &quantities,
+        &keys as &[&str],
+        locked.price_minor,
+        locked.currency,
+        locked.max_per_buyer,
+        largest,
+        latest,
+    )
+    .fetch_all(&mut **tx)
+    .await?;
+
+    let buyers: HashSet<&str> = rows.iter().map(|r| r.email.as_str()).collect();
+    let remaining = rows.first().and_then(|r| r.remaining);
+    if let Some(first) = rows.first()
+        && (first.held != buyers.len() as i64 || remaining.is_none())
+    {
+        return Err(AppError::internal(anyhow::anyhow!(
+            "a batch write was refused by its guards: {} buyers, {} holdings, stock {:?}",
+            buyers.len(),
+            first.held,
+            remaining,
+        )));
+    }
+    let orders = rows
+        .into_iter()
+        .map(|row| {
+            (
+                (row.email.clone(), row.idempotency_key),
+                Order {
+                    id: OrderId::from(row.id),
+                    ticket_type_id,
+                    email: row.email,
+                    quantity: row.quantity,
+                    status: row.status,
+                    unit_price_minor: locked.price_minor,
+                    currency: locked.currency.clone(),
+                    created_at: row.created_at,
+                },
+            )
+        })
+        .collect();
+    Ok(Written { orders, remaining })
+}

@@ -1,0 +1,147 @@
+//! One transaction per purchase: the `naive` and `for-update` strategies
+//! (see [`super::Strategy`]). The engine's batches fall back to this path
+//! when a batch as a whole fails, so that one bad request fails alone.
+//!
+//! The transaction, at Read Committed:
+//! 1. insert the order (unique per buyer and idempotency key: a concurrent
+//!    duplicate waits here and then replays the winner's order) and its
+//!    tickets, one row per seat with an unguessable code;
+//! 2. add the quantity to the buyer's holdings with a conditional upsert
+//!    (the per-buyer limit, enforced on one row per buyer and ticket type);
+//! 3. the conditional `UPDATE ticket_types SET remaining = remaining - $n
+//!    WHERE id = $1 AND remaining - $n >= 0` plus the sale window
+//!    (`sale_open(...)`, the SQL twin of `domain::SaleWindow`) and the
+//!    `sales_halted` flag — exactly one row, or roll back. It runs last, so
+//!    the hot row stays locked only for the commit.
+//!
+//! A blocked UPDATE re-checks its WHERE clause against the row version that
+//! the other transaction committed, so no interleaving can oversell.
+
+use sqlx::PgPool;
+use time::OffsetDateTime;
+
+use super::{
+    Order, Purchase, PurchaseRequest, check::SaleCheck, find_by_id, replay, replay_by_key,
+};
+use crate::{domain::OrderStatus, error::AppError};
+
+/// When the ticket type row is locked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Locking {
+    /// By the conditional UPDATE, last (`naive`).
+    AtTheEnd,
+    /// By `SELECT ... FOR UPDATE`, first (`for-update`).
+    RowLockFirst,
+}
+
+pub(super) async fn purchase(
+    db: &PgPool,
+    now: OffsetDateTime,
+    request: &PurchaseRequest,
+    locking: Locking,
+) -> Result<Purchase, AppError> {
+    // One snapshot answers both "was this key used?" and "can this succeed?":
+    // a twin request either committed (we see its order) or did not (we see
+    // its tickets still in stock and meet it at the INSERT below).
+    let Some(check) = SaleCheck::load(db, request).await? else {
+        return replay_by_key(db, request).await;
+    };
+    if let Some(existing) = check.existing_order {
+        let existing = find_by_id(db, existing).await?.ok_or(AppError::NotFound)?;
+        return replay(existing, request);
+    }
+    check.refusal(now, request.quantity)?;
+
+    let mut tx = db.begin().await?;
+    let quantity = request.quantity.get();
+    if locking == Locking::RowLockFirst {
+        // The `for-update` baseline: hold the hot row for the whole transaction.
+        sqlx::query_scalar!(
+            "SELECT remaining FROM ticket_types WHERE id = $1 FOR UPDATE",
+            request.ticket_type_id.get(),
+        )
+        .fetch_optional(&mut *tx)
+        .await?;
+    }
+
+    // 1. The order row; ON CONFLICT waits for a concurrent twin to finish.
+    let order = sqlx::query_as!(
+        Order,
+        r#"INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency)
+           SELECT t.id, $2, $3, $4, t.price_minor, t.currency FROM ticket_types t WHERE t.id = $1
+           ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
+           RETURNING id, ticket_type_id, email, quantity, status AS "status: OrderStatus",
+                     unit_price_minor, currency, created_at"#,
+        request.ticket_type_id.get(),
+        request.email.as_str(),
+        quantity,
+        request.idempotency_key.as_str(),
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(order) = order else {
+        tx.rollback().await?;
+        return replay_by_key(db, request).await;
+    };
+
+    // One ticket row per seat, each with its own code for the door.
+    sqlx::query!(
+        "INSERT INTO tickets (order_id, position) SELECT $1, generate_series(1, $2)",
+        order.id.get(),
+        quantity,
+    )
+    .execute(&mut *tx)
+    .await?;
+
+    // 2. The per-buyer limit, on the buyer's own row (concurrent purchases by
+    //    one buyer queue on it; a blocked upsert re-reads the new total).
+    let held = sqlx::query_scalar!(
+        r#"INSERT INTO buyer_holdings (ticket_type_id, email, quantity)
+           SELECT t.id, $2, $3 FROM ticket_types t WHERE t.id = $1 AND $3 <= t.max_per_buyer
+           ON CONFLICT (ticket_type_id, email) DO UPDATE
+               SET quantity = buyer_holdings.quantity + EXCLUDED.quantity
+               WHERE buyer_holdings.quantity + EXCLUDED.quantity
+                     <= (SELECT max_per_buyer FROM ticket_types WHERE id = EXCLUDED.ticket_type_id)
+           RETURNING quantity"#,
+        request.ticket_type_id.get(),
+        request.email.as_str(),
+        quantity,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if held.is_none() {
+        tx.rollback().await?;
+        return Err(AppError::BuyerLimit {
+            max: check.max_per_buyer,
+        });
+    }
+
+    // 3. The stock: one row affected or nothing is sold.
+    let remaining = sqlx::query_scalar!(
+        r#"UPDATE ticket_types t SET remaining = t.remaining - $2
+           FROM events e
+           WHERE t.id = $1 AND t.remaining - $2 >= 0
+             AND $2 <= t.max_per_order AND NOT t.sales_halted
+             AND e.id = t.event_id AND sale_open(e.status, e.sale_opens_at, e.sale_closes_at, $3)
+           RETURNING t.remaining"#,
+        request.ticket_type_id.get(),
+        quantity,
+        now,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if remaining.is_none() {
+        tx.rollback().await?;
+        let check = SaleCheck::load(db, request)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        check.refusal(now, request.quantity)?;
+        // Everything looks fine again: tickets came back after we lost a race.
+        return Err(AppError::NotEnoughLeft {
+            remaining: check.remaining,
+        });
+    }
+    tx.commit().await?;
+    tracing::debug!(order_id = %order.id, "order committed");
+    Ok(Purchase::Created(order))
+}
