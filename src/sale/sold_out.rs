@@ -15,7 +15,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use sqlx::{PgPool, postgres::PgListener};
+use sqlx::{
+    PgPool,
+    postgres::{PgListener, PgPoolOptions},
+};
 
 use crate::domain::TicketTypeId;
 
@@ -65,6 +68,13 @@ impl SoldOut {
 /// Clear flags as Postgres announces returned stock, for as long as the
 /// flags are in use (the task ends when the engine is dropped).
 pub async fn listen(db: PgPool, flags: Weak<SoldOut>) {
+    // A connection of its own: a listener holds its connection for good,
+    // which would take a slot from the sale's pool.
+    let db = PgPoolOptions::new()
+        .max_connections(1)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .connect_lazy_with((*db.connect_options()).clone());
     while flags.strong_count() > 0 {
         let mut listener = match PgListener::connect_with(&db).await {
             Ok(listener) => listener,
