@@ -6,3 +6,11 @@ pub mod dashboard;
 pub mod events;
 pub mod orders;
 pub mod organizers;
+
+/// One round trip: the database answers (readiness).
+pub async fn ping(db: &sqlx::PgPool) -> Result<(), crate::error::AppError> {
+    sqlx::query_scalar!("SELECT 1 AS \"one!\"")
+        .fetch_one(db)
+        .await?;
+    Ok(())
+}

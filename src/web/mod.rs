@@ -8,6 +8,7 @@ mod auth;
 pub mod csrf;
 mod dashboard;
 pub mod error;
+pub mod event_cache;
 mod export;
 mod extract;
 mod organizer;
@@ -21,7 +22,7 @@ pub use state::{AppState, Limits, session_store};
 
 use axum::{
     Router,
-    extract::DefaultBodyLimit,
+    extract::{DefaultBodyLimit, State},
     http::{HeaderName, HeaderValue, Request, StatusCode, header},
     middleware,
     response::IntoResponse,
@@ -156,6 +157,7 @@ pub fn app(state: AppState) -> Router {
         .merge(api)
         .route("/static/{file}", get(assets::serve))
         .route("/healthz", get(health))
+        .route("/readyz", get(ready))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), csrf::protect))
@@ -211,6 +213,13 @@ fn rate_limited(router: Router<AppState>, limits: Limits) -> Router<AppState> {
             AppError::TooManyRequests { retry_after_secs }.into_response()
         }),
     )
+}
+
+/// Readiness: the database answers (for a load balancer choosing where to
+/// send buyers; liveness is `/healthz`).
+async fn ready(State(db): State<sqlx::PgPool>) -> Result<&'static str, AppError> {
+    crate::db::ping(&db).await?;
+    Ok("ready")
 }
 
 /// Liveness: the process serves. It touches neither the database pool nor

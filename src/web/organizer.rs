@@ -98,6 +98,7 @@ pub async fn update(
     };
     match result {
         Ok(()) => {
+            state.events.forget(detail.event.id).await;
             Ok(Redirect::to(&format!("/organizer/events/{}", detail.event.id)).into_response())
         }
         Err(err) => refill(
@@ -133,6 +134,7 @@ pub async fn cancel(
 ) -> Result<Redirect, AppError> {
     let event_id: EventId = parse_id(&id)?;
     sale::cancel_event(&state.db, organizer.id, event_id).await?;
+    state.events.forget(event_id).await;
     Ok(Redirect::to(&format!("/organizer/events/{event_id}")))
 }
 
@@ -144,6 +146,7 @@ async fn set_status(
 ) -> Result<Redirect, AppError> {
     let event_id: EventId = parse_id(id)?;
     db::events::set_status(&state.db, organizer.id, event_id, status).await?;
+    state.events.forget(event_id).await;
     Ok(Redirect::to(&format!("/organizer/events/{event_id}")))
 }
 

@@ -6,6 +6,7 @@ use axum::extract::FromRef;
 use sqlx::PgPool;
 use tower_sessions_sqlx_store::PostgresStore;
 
+use super::event_cache::EventCache;
 use crate::{
     clock::{Clock, SystemClock},
     sale::{EngineSettings, Sales, Strategy},
@@ -46,6 +47,8 @@ pub struct AppState {
     pub db: PgPool,
     /// The purchase path (strategy, batch queues, sold-out flags).
     pub sales: Sales,
+    /// The event pages' shared data, about a second old at most.
+    pub events: EventCache,
     pub clock: Arc<dyn Clock>,
     pub limits: Limits,
     /// Mark cookies `Secure` (serve over https).
@@ -56,6 +59,7 @@ impl AppState {
     pub fn new(db: PgPool) -> Self {
         Self {
             sales: Sales::new(db.clone(), Strategy::default(), EngineSettings::default()),
+            events: EventCache::new(),
             db,
             clock: Arc::new(SystemClock),
             limits: Limits::default(),

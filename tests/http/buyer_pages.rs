@@ -245,3 +245,42 @@ async fn cancelling_an_unknown_order_through_the_page_is_not_found(pool: PgPool)
     let resp = post_button(&app, "/orders/nope/cancel").await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
 }
+
+/// The event page comes from a cache about a second old at most: a
+/// cancelled event stops being offered once that period has passed.
+#[sqlx::test]
+async fn a_cancelled_event_is_not_offered_after_the_cache_period(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    let app = TestApp::spawn(pool.clone()).await;
+    let path = format!("/events/{}", fixture.event_id);
+    let before = get(&app, &path).await.text().await.unwrap();
+    assert!(before.contains("name=\"quantity\""), "{before}");
+
+    stampede::sale::cancel_event(&pool, fixture.organizer_id.into(), fixture.event_id.into())
+        .await
+        .unwrap();
+    tokio::time::sleep(
+        stampede::web::event_cache::FRESH_FOR + std::time::Duration::from_millis(200),
+    )
+    .await;
+
+    let after = get(&app, &path).await.text().await.unwrap();
+    assert!(after.contains("This event was cancelled."), "{after}");
+    assert!(!after.contains("name=\"quantity\""), "{after}");
+    let api: serde_json::Value =
+        reqwest::get(app.url(&format!("/api/v1/events/{}", fixture.event_id)))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert_eq!(api["status"], "cancelled", "{api}");
+}
+
+#[sqlx::test]
+async fn readyz_answers_when_the_database_does(pool: PgPool) {
+    let app = TestApp::spawn(pool).await;
+    let resp = get(&app, "/readyz").await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.text().await.unwrap(), "ready");
+}

@@ -57,8 +57,8 @@ pub async fn get_event(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<EventBody>> {
-    let detail = db::events::find_published(&state.db, parse_id(&id)?).await?;
-    Ok(Json(detail.into()))
+    let detail = state.events.published(&state.db, parse_id(&id)?).await?;
+    Ok(Json(db::events::EventDetail::clone(&detail).into()))
 }
 
 /// `POST /api/v1/orders` → 201 with a new order, 200 with the same order
