@@ -140,8 +140,13 @@ impl Batcher {
             if matches!(received, Ok(0) | Err(_)) {
                 break;
             }
+            metrics::histogram!("stampede_batch_size").record(batch.len() as f64);
+            metrics::gauge!("stampede_batch_queue_depth", "ticket_type" => ticket_type_id.to_string())
+                .set(jobs.len() as f64);
             self.sell(ticket_type_id, std::mem::take(&mut batch)).await;
         }
+        metrics::gauge!("stampede_batch_queue_depth", "ticket_type" => ticket_type_id.to_string())
+            .set(0.0);
         // Idle: close the queue (senders start a new worker), and sell what
         // slipped in before the close.
         {
@@ -232,7 +237,9 @@ async fn sell_batch(
     ticket_type_id: TicketTypeId,
     jobs: &[Job],
 ) -> Result<Sold, AppError> {
+    let waited = std::time::Instant::now();
     let mut tx = db.begin().await?;
+    metrics::histogram!("stampede_db_pool_wait_seconds").record(waited.elapsed().as_secs_f64());
     let Some(locked) = sqlx::query_as!(
         Locked,
         "SELECT event_id, remaining, max_per_order, max_per_buyer, sales_halted, price_minor, currency

@@ -148,6 +148,7 @@ impl Sales {
             Err(err) => err.code(),
         };
         span.record("outcome", outcome);
+        metrics::counter!("stampede_purchases_total", "outcome" => outcome).increment(1);
         result
     }
 

@@ -15,6 +15,7 @@ mod organizer;
 mod pages;
 pub mod per_client;
 mod state;
+mod telemetry;
 pub mod views;
 
 pub use error::ApiError;
@@ -46,6 +47,7 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 pub fn app(state: AppState) -> Router {
     let limits = state.limits;
+    telemetry::recorder();
     let buyer = Router::new()
         .route("/", get(pages::index))
         .route("/events/{id}", get(pages::event))
@@ -158,8 +160,10 @@ pub fn app(state: AppState) -> Router {
         .route("/static/{file}", get(assets::serve))
         .route("/healthz", get(health))
         .route("/readyz", get(ready))
+        .route("/metrics", get(telemetry::render))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
+        .route_layer(middleware::from_fn(telemetry::track))
         .layer(middleware::from_fn_with_state(state.clone(), csrf::protect))
         .layer(sessions)
         .with_state(state)

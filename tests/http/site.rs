@@ -180,3 +180,30 @@ async fn pages_with_order_codes_are_never_stored_by_caches(pool: PgPool) {
             .contains("immutable")
     );
 }
+
+/// `/metrics` speaks Prometheus' text format to loopback clients: purchases
+/// by outcome, batch sizes and per-route latency are there after a sale.
+#[sqlx::test]
+async fn metrics_show_purchases_batches_and_route_latency(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    let app = TestApp::spawn(pool.clone()).await;
+    api_buy(&app, fixture.ticket_type_id(), 1, "ada@example.org").await;
+
+    let resp = get(&app, "/metrics").await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let body = resp.text().await.unwrap();
+    for series in [
+        "stampede_purchases_total{outcome=\"created\"}",
+        "stampede_batch_size_bucket{le=\"1\"}",
+        "stampede_http_request_duration_seconds_bucket{route=\"/api/v1/orders\",method=\"POST\",status=\"ok\",le=\"15\"}",
+        "stampede_db_pool_connections{state=\"idle\"}",
+    ] {
+        assert!(body.contains(series), "{series} missing from:\n{body}");
+    }
+}
