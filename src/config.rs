@@ -215,6 +215,38 @@ pub struct ServeArgs {
     )]
     pub batch_queue: u32,
 
+    /// Purchases one client address (IPv6: one /64) may make at once, then
+    /// one per purchase period; beyond, 429 with the real wait. 0 turns the
+    /// limit off: only for loopback benchmarks, where every buyer is
+    /// 127.0.0.1, or behind a proxy that limits instead.
+    #[arg(
+        long,
+        env = "STAMPEDE_PURCHASE_BURST_PER_IP",
+        default_value_t = 30,
+        global = true
+    )]
+    pub purchase_burst_per_ip: u32,
+
+    /// Purchases one buyer email may make at once, then one per purchase
+    /// period; beyond, 429. 0 turns the limit off.
+    #[arg(
+        long,
+        env = "STAMPEDE_PURCHASE_BURST_PER_EMAIL",
+        default_value_t = 5,
+        global = true
+    )]
+    pub purchase_burst_per_email: u32,
+
+    /// Milliseconds to earn one more purchase, per address and per email.
+    #[arg(
+        long,
+        env = "STAMPEDE_PURCHASE_PERIOD_MS",
+        default_value_t = 2000,
+        value_parser = clap::value_parser!(u64).range(1..),
+        global = true
+    )]
+    pub purchase_period_ms: u64,
+
     /// Mark cookies `Secure`; set this when Stampede is served over https.
     #[arg(long, env = "STAMPEDE_SECURE_COOKIES", global = true)]
     pub secure_cookies: bool,

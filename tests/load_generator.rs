@@ -90,6 +90,8 @@ async fn seed000_through_the_load_generator_sells_ten_tickets_and_accounts_for_e
             // All 200 buyers share one loopback address: the per-address
             // caps (tested in hold_the_door.rs) would refuse most of them.
             .args([
+                "--purchase-burst-per-ip",
+                "0",
                 "--max-in-flight-per-ip",
                 "0",
                 "--max-connections-per-ip",

@@ -25,7 +25,7 @@ use tower_sessions::session_store::ExpiredDeletion as _;
 use crate::{
     config::ServeArgs,
     sale::EngineSettings,
-    web::{self, AppState, Limits, per_client::PerClient},
+    web::{self, AppState, Limits, per_client::PerClient, purchase_limits::PurchaseRates},
 };
 use connection::{Activity, ConnService, Deadlines, Metered};
 
@@ -78,6 +78,11 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         max_in_flight_per_ip: args.max_in_flight_per_ip,
         body_read_timeout: Duration::from_secs(args.body_read_timeout_secs),
         request_timeout,
+        purchase_rates: PurchaseRates {
+            per_ip_burst: args.purchase_burst_per_ip,
+            per_email_burst: args.purchase_burst_per_email,
+            period: Duration::from_millis(args.purchase_period_ms),
+        },
         ..Limits::default()
     };
     let conn_limits = ConnLimits {

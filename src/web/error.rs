@@ -20,7 +20,7 @@ fn log(err: &AppError) {
     }
 }
 
-fn add_headers(err: &AppError, response: &mut Response) {
+pub(super) fn add_headers(err: &AppError, response: &mut Response) {
     let headers = response.headers_mut();
     match err {
         AppError::Overloaded => {

@@ -14,6 +14,7 @@ mod extract;
 mod organizer;
 mod pages;
 pub mod per_client;
+pub mod purchase_limits;
 mod state;
 mod telemetry;
 pub mod views;
@@ -51,7 +52,13 @@ pub fn app(state: AppState) -> Router {
     let buyer = Router::new()
         .route("/", get(pages::index))
         .route("/events/{id}", get(pages::event))
-        .route("/events/{id}/orders", post(pages::buy))
+        .route(
+            "/events/{id}/orders",
+            post(pages::buy).route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                purchase_limits::per_ip,
+            )),
+        )
         .route("/orders/{id}", get(pages::order))
         .route("/orders/{id}/cancel", post(pages::cancel));
 
@@ -113,7 +120,13 @@ pub fn app(state: AppState) -> Router {
     let api = Router::new()
         .route("/api/v1/events", get(api::list_events))
         .route("/api/v1/events/{id}", get(api::get_event))
-        .route("/api/v1/orders", post(api::create_order))
+        .route(
+            "/api/v1/orders",
+            post(api::create_order).route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                purchase_limits::per_ip,
+            )),
+        )
         .route("/api/v1/orders/{id}", get(api::get_order))
         .route("/api/v1/orders/{id}/cancel", post(api::cancel_order))
         .merge(organizer_api);

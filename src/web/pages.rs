@@ -56,7 +56,10 @@ pub async fn buy(
     };
     let now = state.clock.now();
     let result = match purchase_request(event_id, &form) {
-        Ok(request) => state.sales.purchase(now, &request).await,
+        Ok(request) => match state.purchase_limits.check_email(&request.email) {
+            Ok(()) => state.sales.purchase(now, &request).await,
+            Err(err) => Err(err),
+        },
         Err(invalid) => Err(invalid.into()),
     };
     let err = match result {
@@ -75,7 +78,10 @@ pub async fn buy(
         form.idempotency_key = IdempotencyKey::generate().as_str().to_owned();
     }
     form.error = Some(FormError::from_app(&err));
-    Ok((err.status(), views::events::page(&ctx, &detail, now, &form)).into_response())
+    let mut response =
+        (err.status(), views::events::page(&ctx, &detail, now, &form)).into_response();
+    super::error::add_headers(&err, &mut response);
+    Ok(response)
 }
 
 fn purchase_request(event_id: EventId, form: &BuyForm) -> Result<PurchaseRequest, InvalidField> {

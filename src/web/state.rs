@@ -6,7 +6,10 @@ use axum::extract::FromRef;
 use sqlx::PgPool;
 use tower_sessions_sqlx_store::PostgresStore;
 
-use super::event_cache::EventCache;
+use super::{
+    event_cache::EventCache,
+    purchase_limits::{PurchaseLimits, PurchaseRates},
+};
 use crate::{
     clock::{Clock, SystemClock},
     sale::{EngineSettings, Sales, Strategy},
@@ -26,6 +29,8 @@ pub struct Limits {
     /// Log-in attempts per client address: a burst, then one per period.
     pub login_burst: u32,
     pub login_period: Duration,
+    /// Purchases per client address and per buyer email.
+    pub purchase_rates: PurchaseRates,
 }
 
 impl Default for Limits {
@@ -38,6 +43,7 @@ impl Default for Limits {
             request_timeout: Duration::from_secs(15),
             login_burst: 10,
             login_period: Duration::from_secs(6),
+            purchase_rates: PurchaseRates::default(),
         }
     }
 }
@@ -49,6 +55,8 @@ pub struct AppState {
     pub sales: Sales,
     /// The event pages' shared data, about a second old at most.
     pub events: EventCache,
+    /// Purchases per client address and per buyer email.
+    pub purchase_limits: PurchaseLimits,
     pub clock: Arc<dyn Clock>,
     pub limits: Limits,
     /// Mark cookies `Secure` (serve over https).
@@ -60,6 +68,7 @@ impl AppState {
         Self {
             sales: Sales::new(db.clone(), Strategy::default(), EngineSettings::default()),
             events: EventCache::new(),
+            purchase_limits: PurchaseLimits::new(Limits::default().purchase_rates),
             db,
             clock: Arc::new(SystemClock),
             limits: Limits::default(),
@@ -79,6 +88,7 @@ impl AppState {
 
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self.purchase_limits = PurchaseLimits::new(limits.purchase_rates);
         self
     }
 

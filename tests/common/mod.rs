@@ -348,8 +348,26 @@ pub struct TestApp {
 
 impl TestApp {
     pub async fn spawn(pool: PgPool) -> Self {
+        Self::spawn_with_limits(pool, stampede::web::Limits::default()).await
+    }
+
+    /// For bursts from one loopback address: purchase rate limits per
+    /// address off, as for a loopback benchmark.
+    pub async fn spawn_for_bursts(pool: PgPool) -> Self {
+        let mut limits = stampede::web::Limits::default();
+        limits.purchase_rates.per_ip_burst = 0;
+        limits.purchase_rates.per_email_burst = 0;
+        Self::spawn_with_limits(pool, limits).await
+    }
+
+    pub async fn spawn_with_limits(pool: PgPool, limits: stampede::web::Limits) -> Self {
         let clock = ManualClock::new(now());
-        let addr = serve(AppState::new(pool.clone()).with_clock(clock.clone())).await;
+        let addr = serve(
+            AppState::new(pool.clone())
+                .with_clock(clock.clone())
+                .with_limits(limits),
+        )
+        .await;
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(256)

@@ -490,3 +490,54 @@ async fn api_body_over_64_kib_is_refused_with_413(pool: PgPool) {
     assert_eq!(event_count(&pool).await, 1);
     assert_invariants(&pool).await;
 }
+
+/// Purchases are rate limited per client address and per buyer email: past
+/// the burst, 429 with the real wait in `Retry-After`, and nothing written.
+#[sqlx::test]
+async fn purchases_beyond_the_rate_limits_get_429_with_the_real_wait(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(100, 1, 100)]).await;
+    let tt = fixture.ticket_type_id();
+    let mut limits = stampede::web::Limits::default();
+    limits.purchase_rates.per_email_burst = 2;
+    limits.purchase_rates.per_ip_burst = 4;
+    limits.purchase_rates.period = std::time::Duration::from_secs(30);
+    let app = TestApp::spawn_with_limits(pool.clone(), limits).await;
+    let buy = |email: &'static str| {
+        let app = &app;
+        async move {
+            app.client
+                .post(app.url("/api/v1/orders"))
+                .json(&serde_json::json!({
+                    "ticket_type_id": tt,
+                    "quantity": 1,
+                    "email": email,
+                    "idempotency_key": uuid::Uuid::new_v4().to_string(),
+                }))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    // One email: two, then refused.
+    assert_eq!(buy("ada@example.org").await.status(), 201);
+    assert_eq!(buy("ada@example.org").await.status(), 201);
+    let refused = buy("ada@example.org").await;
+    assert_eq!(refused.status(), 429);
+    let wait: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=30).contains(&wait), "Retry-After {wait}");
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+    // One address: four purchases counted (the refused one too), then refused
+    // whatever the email.
+    assert_eq!(buy("bob@example.org").await.status(), 201);
+    let refused = buy("cy@example.org").await;
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+
+    assert_eq!(order_count(&pool).await, 3);
+    assert_invariants(&pool).await;
+}

@@ -75,6 +75,7 @@ pub async fn create_order(
         idempotency_key: IdempotencyKey::parse(&body.idempotency_key)
             .for_field("idempotency_key")?,
     };
+    state.purchase_limits.check_email(&request.email)?;
     Ok(
         match state.sales.purchase(state.clock.now(), &request).await? {
             Purchase::Created(order) => (StatusCode::CREATED, Json(order.into())),
