@@ -186,7 +186,9 @@ pub struct ServeArgs {
 
     /// How purchases are sold: `batch` (group commit per ticket type, the
     /// default), or the baselines `naive` and `for-update` (one transaction
-    /// per purchase; for comparison only). One strategy per database.
+    /// per purchase), `redis-watch` and `redis-lock` (a Redis counter before
+    /// `naive`); the baselines are for comparison only. One strategy per
+    /// database.
     #[arg(
         long,
         env = "STAMPEDE_SALE_STRATEGY",
@@ -194,6 +196,15 @@ pub struct ServeArgs {
         global = true
     )]
     pub sale_strategy: crate::sale::Strategy,
+
+    /// Redis, for the `redis-watch` and `redis-lock` baselines only.
+    #[arg(
+        long,
+        env = "STAMPEDE_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379",
+        global = true
+    )]
+    pub redis_url: String,
 
     /// `batch`: purchases of one ticket type sold in one transaction at most.
     #[arg(

@@ -40,6 +40,17 @@ fn fresh_key() -> String {
     Uuid::new_v4().to_string()
 }
 
+/// An engine of `strategy`; the Redis baselines on the local Redis.
+fn engine(pool: &PgPool, strategy: Strategy) -> Sales {
+    let sales = Sales::new(pool.clone(), strategy, EngineSettings::default());
+    if strategy.needs_redis() {
+        let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+        sales.with_redis(&url).unwrap()
+    } else {
+        sales
+    }
+}
+
 async fn rush(connect: PgConnectOptions, spec: TicketSpec) -> (PgPool, Fixture) {
     let pool = pool(connect, 32).await;
     let fixture = published_event(&pool, &[spec]).await;
@@ -105,7 +116,7 @@ async fn assert_answers_match_orders(
 async fn seed_000(connect: PgConnectOptions, strategy: Strategy) {
     let (pool, fixture) = rush(connect, TicketSpec::new(10, 4, 4)).await;
     let tt = fixture.ticket_type_id();
-    let sales = Sales::new(pool.clone(), strategy, EngineSettings::default());
+    let sales = engine(&pool, strategy);
     let seed = rand::random::<u64>();
     println!("seed 000 with rng seed {seed}");
     let mut rng = StdRng::seed_from_u64(seed);
@@ -145,7 +156,7 @@ async fn seed_000(connect: PgConnectOptions, strategy: Strategy) {
 async fn seed_001(connect: PgConnectOptions, strategy: Strategy) {
     let (pool, fixture) = rush(connect, TicketSpec::new(100, 1, 1)).await;
     let tt = fixture.ticket_type_id();
-    let sales = Sales::new(pool.clone(), strategy, EngineSettings::default());
+    let sales = engine(&pool, strategy);
     let mut sold_answers = 0;
     // In waves of 1,000, so that the test's tasks stay bounded.
     for wave in 0..10 {
@@ -171,7 +182,7 @@ async fn seed_001(connect: PgConnectOptions, strategy: Strategy) {
 async fn same_key_raced(connect: PgConnectOptions, strategy: Strategy) {
     let (pool, fixture) = rush(connect, TicketSpec::new(50, 4, 4)).await;
     let tt = fixture.ticket_type_id();
-    let sales = Sales::new(pool.clone(), strategy, EngineSettings::default());
+    let sales = engine(&pool, strategy);
     let key = fresh_key();
     let requests = (0..20)
         .map(|_| request(tt, 2, "ada@example.org", &key))
@@ -203,7 +214,7 @@ async fn same_key_raced(connect: PgConnectOptions, strategy: Strategy) {
 async fn one_buyer_raced(connect: PgConnectOptions, strategy: Strategy) {
     let (pool, fixture) = rush(connect, TicketSpec::new(100, 1, 4)).await;
     let tt = fixture.ticket_type_id();
-    let sales = Sales::new(pool.clone(), strategy, EngineSettings::default());
+    let sales = engine(&pool, strategy);
     let requests = (0..50)
         .map(|_| request(tt, 1, "ada@example.org", &fresh_key()))
         .collect();
@@ -222,8 +233,8 @@ async fn two_instances(connect: PgConnectOptions, strategy: Strategy) {
     let (pool, fixture) = rush(connect.clone(), TicketSpec::new(60, 2, 2)).await;
     let other_pool = common::pool(connect, 16).await;
     let tt = fixture.ticket_type_id();
-    let one = Sales::new(pool.clone(), strategy, EngineSettings::default());
-    let two = Sales::new(other_pool, strategy, EngineSettings::default());
+    let one = engine(&pool, strategy);
+    let two = engine(&other_pool, strategy);
     let barrier = Arc::new(Barrier::new(400));
     let tasks: Vec<_> = (0..400)
         .map(|i| {
@@ -265,6 +276,14 @@ macro_rules! every_strategy {
             #[sqlx::test]
             async fn for_update(_: PgPoolOptions, connect: PgConnectOptions) {
                 super::$scenario(connect, Strategy::ForUpdate).await;
+            }
+            #[sqlx::test]
+            async fn redis_watch(_: PgPoolOptions, connect: PgConnectOptions) {
+                super::$scenario(connect, Strategy::RedisWatch).await;
+            }
+            #[sqlx::test]
+            async fn redis_lock(_: PgPoolOptions, connect: PgConnectOptions) {
+                super::$scenario(connect, Strategy::RedisLock).await;
             }
         }
     )*};

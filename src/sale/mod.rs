@@ -23,6 +23,7 @@
 mod batch;
 mod cancel;
 mod check;
+mod redis_baselines;
 mod single;
 mod sold_out;
 
@@ -54,17 +55,34 @@ pub enum Strategy {
     /// One transaction per purchase, the row locked first with
     /// `SELECT ... FOR UPDATE` (for comparison only).
     ForUpdate,
+    /// A Redis counter checked with WATCH/MULTI/EXEC before `naive` (for
+    /// comparison only).
+    RedisWatch,
+    /// A Redis counter under a SETNX lock before `naive` (for comparison only).
+    RedisLock,
 }
 
 impl Strategy {
-    pub const ALL: [Self; 3] = [Self::Batch, Self::Naive, Self::ForUpdate];
+    pub const ALL: [Self; 5] = [
+        Self::Batch,
+        Self::Naive,
+        Self::ForUpdate,
+        Self::RedisWatch,
+        Self::RedisLock,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Batch => "batch",
             Self::Naive => "naive",
             Self::ForUpdate => "for-update",
+            Self::RedisWatch => "redis-watch",
+            Self::RedisLock => "redis-lock",
         }
+    }
+
+    pub fn needs_redis(self) -> bool {
+        matches!(self, Self::RedisWatch | Self::RedisLock)
     }
 }
 
@@ -81,7 +99,11 @@ impl FromStr for Strategy {
         Self::ALL
             .into_iter()
             .find(|s| s.as_str() == raw)
-            .ok_or_else(|| format!("unknown sale strategy `{raw}` (batch, naive, for-update)"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown sale strategy `{raw}` (batch, naive, for-update, redis-watch, redis-lock)"
+                )
+            })
     }
 }
 
@@ -93,6 +115,8 @@ pub struct Sales {
     strategy: Strategy,
     batcher: Arc<batch::Batcher>,
     sold_out: Arc<SoldOut>,
+    /// For the Redis baselines only.
+    redis: Option<deadpool_redis::Pool>,
 }
 
 impl fmt::Debug for Sales {
@@ -118,7 +142,17 @@ impl Sales {
             db,
             strategy,
             sold_out,
+            redis: None,
         }
+    }
+
+    /// The Redis server of the `redis-*` baselines.
+    pub fn with_redis(mut self, url: &str) -> Result<Self, AppError> {
+        let pool = deadpool_redis::Config::from_url(url)
+            .create_pool(Some(deadpool_redis::Runtime::Tokio1))
+            .map_err(AppError::internal)?;
+        self.redis = Some(pool);
+        Ok(self)
     }
 
     pub fn strategy(&self) -> Strategy {
@@ -170,6 +204,17 @@ impl Sales {
             Strategy::Naive => single::purchase(&self.db, now, request, Locking::AtTheEnd).await,
             Strategy::ForUpdate => {
                 single::purchase(&self.db, now, request, Locking::RowLockFirst).await
+            }
+            Strategy::RedisWatch | Strategy::RedisLock => {
+                let redis = self.redis.as_ref().ok_or_else(|| {
+                    AppError::internal(anyhow::anyhow!("{} needs a Redis URL", self.strategy))
+                })?;
+                let how = if self.strategy == Strategy::RedisWatch {
+                    redis_baselines::Reserve::Watch
+                } else {
+                    redis_baselines::Reserve::Lock
+                };
+                redis_baselines::purchase(&self.db, redis, now, request, how).await
             }
         };
         if matches!(result, Err(AppError::SoldOut)) {

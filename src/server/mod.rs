@@ -96,8 +96,11 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         queue_capacity: args.batch_queue as usize,
         ..EngineSettings::default()
     };
-    let state = AppState::new(pool.clone())
-        .with_sales(args.sale_strategy, batches)
+    let mut state = AppState::new(pool.clone()).with_sales(args.sale_strategy, batches);
+    if args.sale_strategy.needs_redis() {
+        state.sales = state.sales.with_redis(&args.redis_url)?;
+    }
+    let state = state
         .with_limits(limits)
         .with_secure_cookies(args.secure_cookies);
     let app = crate::app(state);

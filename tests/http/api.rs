@@ -507,11 +507,11 @@ async fn purchases_beyond_the_rate_limits_get_429_with_the_real_wait(pool: PgPoo
         async move {
             app.client
                 .post(app.url("/api/v1/orders"))
-                .json(&serde_json::json!({
+                .json(&json!({
                     "ticket_type_id": tt,
                     "quantity": 1,
                     "email": email,
-                    "idempotency_key": uuid::Uuid::new_v4().to_string(),
+                    "idempotency_key": Uuid::new_v4().to_string(),
                 }))
                 .send()
                 .await
@@ -529,7 +529,7 @@ async fn purchases_beyond_the_rate_limits_get_429_with_the_real_wait(pool: PgPoo
         .parse()
         .unwrap();
     assert!((1..=30).contains(&wait), "Retry-After {wait}");
-    let body: serde_json::Value = refused.json().await.unwrap();
+    let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["code"], "rate_limited", "{body}");
     // One address: four purchases counted (the refused one too), then refused
     // whatever the email.
