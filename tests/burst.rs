@@ -177,7 +177,7 @@ async fn two_server_processes_sharing_one_database_never_oversell(
                     "ticket_type_id": tt,
                     "quantity": 1 + (i % 2),
                     "email": format!("twin{i}@example.org"),
-                    "idempotency_key": format!("key-{i}"),
+                    "idempotency_key": format!("key-{i}-0123456789abcdef"),
                 });
                 let (first, second) = tokio::join!(
                     buy_api(&client, &a, body.clone()),

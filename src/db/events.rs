@@ -7,8 +7,8 @@ use time::OffsetDateTime;
 
 use crate::{
     domain::{
-        EventId, EventStatus, InvalidField, NewEvent, NewTicketType, OrganizerId, SaleState,
-        SaleWindow, TicketTypeId,
+        EventId, EventStatus, InvalidField, MAX_TICKET_TYPES, NewEvent, NewTicketType, OrganizerId,
+        SaleState, SaleWindow, TicketTypeId,
     },
     error::AppError,
 };
@@ -23,6 +23,8 @@ pub struct Event {
     pub sale_opens_at: OffsetDateTime,
     pub sale_closes_at: Option<OffsetDateTime>,
     pub status: EventStatus,
+    /// Per buyer across the ticket types, if the organizer set a limit.
+    pub max_per_buyer: Option<i32>,
 }
 
 impl Event {
@@ -111,13 +113,14 @@ async fn save(
     let saved = sqlx::query_scalar!(
         r#"WITH edited AS (
                UPDATE events SET title = $3, description = $4, venue = $5, starts_at = $6,
-                      sale_opens_at = $7, sale_closes_at = $8, updated_at = now()
+                      sale_opens_at = $7, sale_closes_at = $8, max_per_buyer = $10,
+                      updated_at = now()
                WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'
                RETURNING id
            ), created AS (
                INSERT INTO events (organizer_id, title, description, venue, starts_at,
-                                   sale_opens_at, sale_closes_at, status)
-               SELECT $2, $3, $4, $5, $6, $7, $8, $9 WHERE $1::uuid IS NULL
+                                   sale_opens_at, sale_closes_at, status, max_per_buyer)
+               SELECT $2, $3, $4, $5, $6, $7, $8, $9, $10 WHERE $1::uuid IS NULL
                RETURNING id
            )
            SELECT id AS "id!" FROM edited UNION ALL SELECT id FROM created"#,
@@ -130,6 +133,7 @@ async fn save(
         new.window.opens_at,
         new.window.closes_at,
         new.window.status.as_str(),
+        new.max_per_buyer,
     )
     .fetch_optional(tx)
     .await?;
@@ -162,7 +166,10 @@ async fn insert_ticket_type(
 
 /// Replace an event's details and ticket types. A capacity change moves
 /// `remaining` by the same amount in the same statement, so it cannot race a
-/// sale; lowering it below what is sold is refused.
+/// sale; lowering it below what is sold is refused. Ticket types are never
+/// deleted, so the cap of [`MAX_TICKET_TYPES`] counts the event's existing
+/// types with the new ones; concurrent edits queue on the event row that
+/// `save` updates, so each counts what the one before it committed.
 pub async fn update(
     db: &PgPool,
     organizer_id: OrganizerId,
@@ -220,6 +227,20 @@ pub async fn update(
             });
         }
     }
+    let types = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM ticket_types WHERE event_id = $1"#,
+        event_id.get()
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if types > MAX_TICKET_TYPES as i64 {
+        return Err(AppError::Invalid(InvalidField::new(
+            "ticket_types",
+            format!(
+                "An event can have at most {MAX_TICKET_TYPES} ticket types; this one would have {types}."
+            ),
+        )));
+    }
     tx.commit().await?;
     Ok(())
 }
@@ -272,7 +293,7 @@ async fn find_where(
     let event = sqlx::query_as!(
         Event,
         r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
-                  status AS "status: EventStatus"
+                  status AS "status: EventStatus", max_per_buyer
            FROM events WHERE id = $1 AND ($2::uuid IS NULL OR organizer_id = $2)"#,
         event_id.get(),
         owner.map(OrganizerId::get),
@@ -316,7 +337,7 @@ async fn list(
     let events = sqlx::query_as!(
         Event,
         r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
-                  status AS "status: EventStatus"
+                  status AS "status: EventStatus", max_per_buyer
            FROM events
            WHERE CASE WHEN $1::uuid IS NULL THEN status = 'published' AND starts_at > $2
                       ELSE organizer_id = $1 END

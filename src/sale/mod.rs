@@ -4,8 +4,11 @@
 //! 1. insert the order (unique per buyer and idempotency key: a concurrent
 //!    duplicate waits here and then replays the winner's order) and its
 //!    tickets, one row per seat with an unguessable code;
-//! 2. add the quantity to the buyer's holdings with a conditional upsert
-//!    (the per-buyer limit, enforced on one row per buyer and ticket type);
+//! 2. add the quantity to the buyer's holdings with conditional upserts:
+//!    the per-buyer limit of the ticket type, on one row per (ticket type,
+//!    buyer key), and the event's optional limit across its ticket types, on
+//!    one row per (event, buyer key). The buyer key is the folded email
+//!    ([`BuyerKey`]); the order keeps the email as given;
 //! 3. the conditional `UPDATE ticket_types SET remaining = remaining - $n
 //!    WHERE id = $1 AND remaining - $n >= 0` plus the sale window
 //!    (`sale_open(...)`, the SQL twin of `domain::SaleWindow`) and the
@@ -33,7 +36,10 @@ pub use cancel::{cancel, cancel_event};
 use check::SaleCheck;
 
 use crate::{
-    domain::{Email, EventId, IdempotencyKey, OrderId, OrderStatus, Quantity, TicketTypeId},
+    domain::{
+        BuyerKey, CancelSecret, Email, EventId, IdempotencyKey, OrderId, OrderStatus, Quantity,
+        TicketTypeId,
+    },
     error::AppError,
 };
 
@@ -64,8 +70,12 @@ pub struct Order {
 /// The outcome of a purchase that holds tickets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Purchase {
-    /// This request wrote the order.
-    Created(Order),
+    /// This request wrote the order. Its cancel secret exists only here: the
+    /// table keeps its hash, so a replay cannot give it again.
+    Created {
+        order: Order,
+        cancel_secret: CancelSecret,
+    },
     /// An earlier request with the same buyer and key did; this is its order.
     Replayed(Order),
 }
@@ -73,7 +83,15 @@ pub enum Purchase {
 impl Purchase {
     pub fn order(&self) -> &Order {
         match self {
-            Self::Created(order) | Self::Replayed(order) => order,
+            Self::Created { order, .. } | Self::Replayed(order) => order,
+        }
+    }
+
+    /// The cancel secret, on the answer that created the order only.
+    pub fn cancel_secret(&self) -> Option<&CancelSecret> {
+        match self {
+            Self::Created { cancel_secret, .. } => Some(cancel_secret),
+            Self::Replayed(_) => None,
         }
     }
 }
@@ -94,7 +112,7 @@ pub async fn purchase(
         .instrument(span.clone())
         .await;
     let outcome = match &result {
-        Ok(Purchase::Created(_)) => "created",
+        Ok(Purchase::Created { .. }) => "created",
         Ok(Purchase::Replayed(_)) => "replayed",
         Err(err) => err.code(),
     };
@@ -121,12 +139,15 @@ async fn purchase_inner(
 
     let mut tx = db.begin().await?;
     let quantity = request.quantity.get();
+    let cancel_secret = CancelSecret::generate();
+    let buyer = BuyerKey::from(&request.email);
 
     // 1. The order row; ON CONFLICT waits for a concurrent twin to finish.
     let order = sqlx::query_as!(
         Order,
-        r#"INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency)
-           SELECT t.id, $2, $3, $4, t.price_minor, t.currency FROM ticket_types t WHERE t.id = $1
+        r#"INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency,
+                               cancel_secret_hash, buyer_key)
+           SELECT t.id, $2, $3, $4, t.price_minor, t.currency, $5, $6 FROM ticket_types t WHERE t.id = $1
            ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
            RETURNING id, ticket_type_id, email, quantity, status AS "status: OrderStatus",
                      unit_price_minor, currency, created_at"#,
@@ -134,6 +155,8 @@ async fn purchase_inner(
         request.email.as_str(),
         quantity,
         request.idempotency_key.as_str(),
+        cancel_secret.hash(),
+        buyer.as_str(),
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -151,18 +174,19 @@ async fn purchase_inner(
     .execute(&mut *tx)
     .await?;
 
-    // 2. The per-buyer limit, on the buyer's own row (concurrent purchases by
-    //    one buyer queue on it; a blocked upsert re-reads the new total).
+    // 2. The per-buyer limits, on the buyer key's own rows (concurrent
+    //    purchases by one buyer queue on them; a blocked upsert re-reads the
+    //    new total). First the ticket type's limit...
     let held = sqlx::query_scalar!(
-        r#"INSERT INTO buyer_holdings (ticket_type_id, email, quantity)
+        r#"INSERT INTO buyer_holdings (ticket_type_id, buyer_key, quantity)
            SELECT t.id, $2, $3 FROM ticket_types t WHERE t.id = $1 AND $3 <= t.max_per_buyer
-           ON CONFLICT (ticket_type_id, email) DO UPDATE
+           ON CONFLICT (ticket_type_id, buyer_key) DO UPDATE
                SET quantity = buyer_holdings.quantity + EXCLUDED.quantity
                WHERE buyer_holdings.quantity + EXCLUDED.quantity
                      <= (SELECT max_per_buyer FROM ticket_types WHERE id = EXCLUDED.ticket_type_id)
            RETURNING quantity"#,
         request.ticket_type_id.get(),
-        request.email.as_str(),
+        buyer.as_str(),
         quantity,
     )
     .fetch_optional(&mut *tx)
@@ -172,6 +196,32 @@ async fn purchase_inner(
         return Err(AppError::BuyerLimit {
             max: check.max_per_buyer,
         });
+    }
+    // ...then the event's, across its ticket types. The row is kept whether
+    // or not the event has a limit, so a limit set later counts it all.
+    let held_in_event = sqlx::query_scalar!(
+        r#"INSERT INTO event_buyer_holdings (event_id, buyer_key, quantity)
+           SELECT e.id, $2, $3 FROM ticket_types t JOIN events e ON e.id = t.event_id
+           WHERE t.id = $1 AND $3 <= COALESCE(e.max_per_buyer, $3)
+           ON CONFLICT (event_id, buyer_key) DO UPDATE
+               SET quantity = event_buyer_holdings.quantity + EXCLUDED.quantity
+               WHERE event_buyer_holdings.quantity + EXCLUDED.quantity
+                     <= COALESCE((SELECT max_per_buyer FROM events WHERE id = EXCLUDED.event_id),
+                                 event_buyer_holdings.quantity + EXCLUDED.quantity)
+           RETURNING quantity"#,
+        request.ticket_type_id.get(),
+        buyer.as_str(),
+        quantity,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if held_in_event.is_none() {
+        tx.rollback().await?;
+        let max = SaleCheck::load(db, request)
+            .await?
+            .and_then(|check| check.event_max_per_buyer)
+            .unwrap_or(0);
+        return Err(AppError::EventBuyerLimit { max });
     }
 
     // 3. The stock: one row affected or nothing is sold.
@@ -201,7 +251,10 @@ async fn purchase_inner(
     }
     tx.commit().await?;
     tracing::debug!(order_id = %order.id, "order committed");
-    Ok(Purchase::Created(order))
+    Ok(Purchase::Created {
+        order,
+        cancel_secret,
+    })
 }
 
 /// How to find one order: by its id, or by its buyer and idempotency key.

@@ -25,7 +25,7 @@ pub async fn show(
     RawQuery(query): RawQuery,
 ) -> Result<Markup, AppError> {
     let detail = db::events::find_owned(&state.db, organizer.id, parse_id(&id)?).await?;
-    let search = OrderSearch::parse(query.as_deref());
+    let search = OrderSearch::parse(query.as_deref())?;
     let dashboard = db::dashboard::load(
         &state.db,
         organizer.id,

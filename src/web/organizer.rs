@@ -205,6 +205,7 @@ fn event_input(fields: &FormFields) -> Result<EventInput, AppError> {
         sale_opens_at: fields.get("sale_opens_at").to_owned(),
         sale_closes_at: fields.get("sale_closes_at").to_owned(),
         status: fields.get("status").to_owned(),
+        max_per_buyer: fields.get("max_per_buyer").to_owned(),
         ticket_types,
     })
 }
@@ -222,6 +223,10 @@ fn input_from(detail: &EventDetail) -> EventInput {
             .map(views::datetime_local)
             .unwrap_or_default(),
         status: event.status.as_str().to_owned(),
+        max_per_buyer: event
+            .max_per_buyer
+            .map(|n| n.to_string())
+            .unwrap_or_default(),
         ticket_types: detail
             .ticket_types
             .iter()

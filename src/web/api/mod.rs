@@ -2,7 +2,7 @@
 
 use axum::{
     Extension, Json,
-    extract::{Path, State},
+    extract::{Path, RawQuery, State},
     http::StatusCode,
 };
 
@@ -18,7 +18,7 @@ use super::{
 use crate::{
     auth::CurrentOrganizer,
     db,
-    domain::{Email, ForField, IdempotencyKey, Quantity},
+    domain::{CancelSecret, Email, ForField, IdempotencyKey, Quantity},
     error::AppError,
     sale::{self, Purchase, PurchaseRequest},
 };
@@ -61,8 +61,9 @@ pub async fn get_event(
     Ok(Json(detail.into()))
 }
 
-/// `POST /api/v1/orders` → 201 with a new order, 200 with the same order
-/// when the buyer's idempotency key was already used for this purchase.
+/// `POST /api/v1/orders` → 201 with a new order and, this once, its cancel
+/// secret and cancel URL; 200 with the same order (no secret) when the
+/// buyer's idempotency key was already used for this purchase.
 pub async fn create_order(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<CreateOrder>,
@@ -77,7 +78,13 @@ pub async fn create_order(
     };
     Ok(
         match sale::purchase(&state.db, state.clock.now(), &request).await? {
-            Purchase::Created(order) => (StatusCode::CREATED, Json(order.into())),
+            Purchase::Created {
+                order,
+                cancel_secret,
+            } => (
+                StatusCode::CREATED,
+                Json(OrderBody::from(order).with_secret(&cancel_secret)),
+            ),
             Purchase::Replayed(order) => (StatusCode::OK, Json(order.into())),
         },
     )
@@ -93,9 +100,15 @@ pub async fn get_order(
     Ok(Json(order.into()))
 }
 
+/// `POST /api/v1/orders/{id}/cancel?s={cancel_secret}`.
 pub async fn cancel_order(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
 ) -> ApiResult<Json<OrderBody>> {
-    Ok(Json(sale::cancel(&state.db, parse_id(&id)?).await?.into()))
+    let secret = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .find(|(key, _)| key == "s")
+        .and_then(|(_, value)| CancelSecret::parse(&value));
+    let order = sale::cancel(&state.db, parse_id(&id)?, secret.as_ref()).await?;
+    Ok(Json(order.into()))
 }

@@ -6,7 +6,9 @@ use time::OffsetDateTime;
 
 use crate::{
     db::events::{EventDetail, TicketType},
-    domain::{EventId, EventInput, OrderId, OrderStatus, TicketTypeId, TicketTypeInput},
+    domain::{
+        CancelSecret, EventId, EventInput, OrderId, OrderStatus, TicketTypeId, TicketTypeInput,
+    },
     sale::Order,
 };
 
@@ -23,6 +25,9 @@ pub struct CreateEvent {
     sale_closes_at: Option<String>,
     #[serde(default)]
     status: Option<String>,
+    /// Per buyer across all ticket types; absent or null for no limit.
+    #[serde(default)]
+    max_per_buyer: Option<i64>,
     ticket_types: Vec<CreateTicketType>,
 }
 
@@ -50,6 +55,7 @@ impl CreateEvent {
             sale_opens_at: self.sale_opens_at,
             sale_closes_at: self.sale_closes_at.unwrap_or_default(),
             status: self.status.unwrap_or_default(),
+            max_per_buyer: number(self.max_per_buyer),
             ticket_types: self
                 .ticket_types
                 .into_iter()
@@ -91,6 +97,7 @@ pub struct EventBody {
     #[serde(with = "time::serde::rfc3339::option")]
     sale_closes_at: Option<OffsetDateTime>,
     status: &'static str,
+    max_per_buyer: Option<i32>,
     ticket_types: Vec<TicketTypeBody>,
 }
 
@@ -118,6 +125,7 @@ impl From<EventDetail> for EventBody {
             sale_opens_at: event.sale_opens_at,
             sale_closes_at: event.sale_closes_at,
             status: event.status.as_str(),
+            max_per_buyer: event.max_per_buyer,
             ticket_types: detail.ticket_types.into_iter().map(Into::into).collect(),
         }
     }
@@ -163,6 +171,20 @@ pub struct OrderBody {
     currency: String,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
+    /// Only on the answer that created the order: the secret that cancels it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cancel_secret: Option<String>,
+    /// The order page that can cancel (`/orders/{id}?s=...`), with the secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cancel_url: Option<String>,
+}
+
+impl OrderBody {
+    pub fn with_secret(mut self, secret: &CancelSecret) -> Self {
+        self.cancel_secret = Some(secret.as_str().to_owned());
+        self.cancel_url = Some(crate::web::pages::order_url(self.id, Some(secret)));
+        self
+    }
 }
 
 impl From<Order> for OrderBody {
@@ -176,6 +198,8 @@ impl From<Order> for OrderBody {
             unit_price_minor: order.unit_price_minor,
             currency: order.currency,
             created_at: order.created_at,
+            cancel_secret: None,
+            cancel_url: None,
         }
     }
 }
