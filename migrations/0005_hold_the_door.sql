@@ -38,3 +38,7 @@ INSERT INTO event_buyer_holdings (event_id, buyer_key, quantity)
 SELECT t.event_id, h.buyer_key, SUM(h.quantity)
 FROM buyer_holdings h JOIN ticket_types t ON t.id = h.ticket_type_id
 GROUP BY t.event_id, h.buyer_key;
+
+-- Item 5: the public list is read a page at a time in (starts_at, id) order.
+DROP INDEX events_published_by_start;
+CREATE INDEX events_published_by_start ON events (starts_at, id) WHERE status = 'published';

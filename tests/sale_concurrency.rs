@@ -628,6 +628,7 @@ async fn changing_capacity_during_a_rush_keeps_the_books_balanced(
             stampede::db::events::update(
                 &pool,
                 fixture.organizer_id.into(),
+                &Default::default(),
                 detail.event.id,
                 &input.parse().unwrap(),
             )

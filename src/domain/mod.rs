@@ -9,6 +9,7 @@ mod event;
 mod format;
 mod idempotency;
 mod ids;
+mod listing;
 mod money;
 mod order_search;
 mod quantity;
@@ -23,6 +24,7 @@ pub use event::{EventInput, MAX_TICKET_TYPES, NewEvent, NewTicketType, TicketTyp
 pub use format::{decimal_price, format_price, format_time};
 pub use idempotency::{CancelSecret, IdempotencyKey, MAX_KEY_CHARS, MIN_KEY_CHARS};
 pub use ids::{ApiTokenId, EventId, OrderId, OrganizerId, TicketTypeId};
+pub use listing::{EVENTS_PER_PAGE, EventCursor, Quotas};
 pub use money::{Currency, Money};
 pub use order_search::{
     MAX_QUERY_CHARS, ORDERS_PER_PAGE, OrderSearch, contains_pattern, normalise_query, page_count,

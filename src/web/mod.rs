@@ -10,6 +10,7 @@ mod dashboard;
 pub mod error;
 mod export;
 mod extract;
+pub mod list_cache;
 mod organizer;
 mod pages;
 pub mod per_client;
@@ -17,7 +18,7 @@ mod state;
 pub mod views;
 
 pub use error::ApiError;
-pub use state::{AppState, Limits, session_store};
+pub use state::{AppState, DEFAULT_LIST_CACHE_TTL, Limits, session_store};
 
 use axum::{
     Router,

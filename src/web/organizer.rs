@@ -56,7 +56,7 @@ pub async fn create(
 ) -> Result<Response, AppError> {
     let input = event_input(&fields)?;
     let result = match input.parse() {
-        Ok(new) => db::events::create(&state.db, organizer.id, &new).await,
+        Ok(new) => db::events::create(&state.db, organizer.id, &state.quotas, &new).await,
         Err(invalid) => Err(invalid.into()),
     };
     match result {
@@ -93,7 +93,16 @@ pub async fn update(
     let detail = db::events::find_owned(&state.db, organizer.id, parse_id(&id)?).await?;
     let input = event_input(&fields)?;
     let result = match input.parse() {
-        Ok(new) => db::events::update(&state.db, organizer.id, detail.event.id, &new).await,
+        Ok(new) => {
+            db::events::update(
+                &state.db,
+                organizer.id,
+                &state.quotas,
+                detail.event.id,
+                &new,
+            )
+            .await
+        }
         Err(invalid) => Err(invalid.into()),
     };
     match result {
@@ -143,7 +152,7 @@ async fn set_status(
     status: EventStatus,
 ) -> Result<Redirect, AppError> {
     let event_id: EventId = parse_id(id)?;
-    db::events::set_status(&state.db, organizer.id, event_id, status).await?;
+    db::events::set_status(&state.db, organizer.id, &state.quotas, event_id, status).await?;
     Ok(Redirect::to(&format!("/organizer/events/{event_id}")))
 }
 

@@ -5,25 +5,52 @@ use axum::{
     response::{IntoResponse, Redirect, Response},
 };
 use maud::Markup;
+use std::sync::Arc;
 
 use super::{
     AppState,
     extract::{FormFields, PageContext, parse_id},
+    list_cache::EventPage,
     views::{self, FormError, events::BuyForm},
 };
 use crate::{
     db,
     domain::{
-        CancelSecret, Email, EventId, ForField, IdempotencyKey, InvalidField, OrderId, Quantity,
-        TicketTypeId,
+        CancelSecret, Email, EventCursor, EventId, ForField, IdempotencyKey, InvalidField, OrderId,
+        Quantity, TicketTypeId,
     },
     error::AppError,
     sale::{self, PurchaseRequest},
 };
 
-pub async fn index(State(state): State<AppState>, ctx: PageContext) -> Result<Markup, AppError> {
-    let events = db::events::list_published(&state.db, state.clock.now()).await?;
-    Ok(views::events::index(&ctx, &events))
+/// `/[?after=cursor]`: a page of upcoming events.
+pub async fn index(
+    State(state): State<AppState>,
+    ctx: PageContext,
+    RawQuery(query): RawQuery,
+) -> Result<Markup, AppError> {
+    let page = public_page(&state, query.as_deref()).await?;
+    Ok(views::events::index(&ctx, &page.events, page.next))
+}
+
+/// The page of the public list that `?after=` names, through the shared
+/// cache (both `/` and `/api/v1/events` read it).
+pub async fn public_page(
+    state: &AppState,
+    query: Option<&str>,
+) -> Result<Arc<EventPage>, AppError> {
+    let after = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .find(|(key, _)| key == "after")
+        .map(|(_, value)| value.into_owned());
+    let cursor = EventCursor::parse(after.as_deref())?;
+    let now = state.clock.now();
+    state
+        .public_list
+        .get(cursor, || async move {
+            let (events, next) = db::events::list_published_page(&state.db, now, cursor).await?;
+            Ok(EventPage { events, next })
+        })
+        .await
 }
 
 pub async fn event(

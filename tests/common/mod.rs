@@ -136,7 +136,7 @@ pub async fn event_with_window(
     };
     let new = input.parse().expect("valid fixture event");
     let organizer_id = fixture_organizer(pool).await;
-    let event_id = db::events::create(pool, organizer_id.into(), &new)
+    let event_id = db::events::create(pool, organizer_id.into(), &Default::default(), &new)
         .await
         .expect("create event");
     let detail = db::events::find(pool, event_id).await.unwrap().unwrap();
@@ -390,7 +390,17 @@ pub struct TestApp {
 impl TestApp {
     pub async fn spawn(pool: PgPool) -> Self {
         let clock = ManualClock::new(now());
-        let addr = serve(AppState::new(pool.clone()).with_clock(clock.clone())).await;
+        // The public list's cache is off here, so that each test sees its
+        // writes at once; tests/http/listing.rs turns it on.
+        let state = AppState::new(pool.clone())
+            .with_clock(clock.clone())
+            .with_list_cache_ttl(Duration::ZERO);
+        Self::spawn_state(pool, clock, state).await
+    }
+
+    /// The app for `state`, which must use `clock`.
+    pub async fn spawn_state(pool: PgPool, clock: ManualClock, state: AppState) -> Self {
+        let addr = serve(state).await;
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(256)

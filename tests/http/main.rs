@@ -18,6 +18,7 @@ mod buyer_pages;
 mod csrf;
 mod dashboard;
 mod event_cancel;
+mod listing;
 mod organizer_bounds;
 mod organizer_pages;
 mod plain_text;

@@ -8,12 +8,13 @@ use axum::{
 
 mod wire;
 
-use wire::{CreateEvent, CreateOrder, EventBody, EventList, OrderBody};
+use wire::{CreateEvent, CreateOrder, EventBody, EventList, EventPageBody, OrderBody};
 
 use super::{
     AppState,
     error::ApiError,
     extract::{ApiJson, parse_id},
+    pages::public_page,
 };
 use crate::{
     auth::CurrentOrganizer,
@@ -32,7 +33,7 @@ pub async fn create_event(
     ApiJson(body): ApiJson<CreateEvent>,
 ) -> ApiResult<(StatusCode, Json<EventBody>)> {
     let new = body.into_input().parse()?;
-    let id = db::events::create(&state.db, organizer.id, &new).await?;
+    let id = db::events::create(&state.db, organizer.id, &state.quotas, &new).await?;
     let detail = db::events::find(&state.db, id)
         .await?
         .ok_or(AppError::NotFound)?;
@@ -48,9 +49,14 @@ pub async fn list_own_events(
     Ok(Json(events.into()))
 }
 
-pub async fn list_events(State(state): State<AppState>) -> ApiResult<Json<EventList>> {
-    let events = db::events::list_published(&state.db, state.clock.now()).await?;
-    Ok(Json(events.into()))
+/// `GET /api/v1/events[?after=cursor]`: a page of published upcoming
+/// events, without descriptions; `next` is the cursor of the next page.
+pub async fn list_events(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Json<EventPageBody>> {
+    let page = public_page(&state, query.as_deref()).await?;
+    Ok(Json(EventPageBody::from(page.as_ref())))
 }
 
 pub async fn get_event(

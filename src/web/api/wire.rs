@@ -10,6 +10,7 @@ use crate::{
         CancelSecret, EventId, EventInput, OrderId, OrderStatus, TicketTypeId, TicketTypeInput,
     },
     sale::Order,
+    web::list_cache::EventPage,
 };
 
 #[derive(Debug, Deserialize)]
@@ -142,6 +143,62 @@ impl From<TicketType> for TicketTypeBody {
             remaining: tt.remaining,
             max_per_order: tt.max_per_order,
             max_per_buyer: tt.max_per_buyer,
+        }
+    }
+}
+
+/// An event in a list: no description (lists stay small however long
+/// descriptions are; `GET /api/v1/events/{id}` has it).
+#[derive(Debug, Serialize)]
+pub struct EventSummary {
+    id: EventId,
+    title: String,
+    venue: String,
+    #[serde(with = "time::serde::rfc3339")]
+    starts_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    sale_opens_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    sale_closes_at: Option<OffsetDateTime>,
+    status: &'static str,
+    max_per_buyer: Option<i32>,
+    ticket_types: Vec<TicketTypeBody>,
+}
+
+impl From<&EventDetail> for EventSummary {
+    fn from(detail: &EventDetail) -> Self {
+        let event = &detail.event;
+        Self {
+            id: event.id,
+            title: event.title.clone(),
+            venue: event.venue.clone(),
+            starts_at: event.starts_at,
+            sale_opens_at: event.sale_opens_at,
+            sale_closes_at: event.sale_closes_at,
+            status: event.status.as_str(),
+            max_per_buyer: event.max_per_buyer,
+            ticket_types: detail
+                .ticket_types
+                .iter()
+                .cloned()
+                .map(Into::into)
+                .collect(),
+        }
+    }
+}
+
+/// `{"events": [...], "next": "cursor" | null}`: one page of the public list.
+#[derive(Debug, Serialize)]
+pub struct EventPageBody {
+    events: Vec<EventSummary>,
+    next: Option<String>,
+}
+
+impl From<&EventPage> for EventPageBody {
+    fn from(page: &EventPage) -> Self {
+        Self {
+            events: page.events.iter().map(Into::into).collect(),
+            next: page.next.map(|cursor| cursor.encode()),
         }
     }
 }
