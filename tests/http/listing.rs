@@ -214,20 +214,57 @@ async fn organizer_quotas_bound_published_events_ticket_types_and_capacity(pool:
 }
 
 #[sqlx::test]
-async fn concurrent_creates_cannot_together_pass_the_published_quota(pool: PgPool) {
-    let app = quota_app(&pool).await;
-    let org = app.organizer("org@example.org").await;
-    let body = event_body("published", 1, 5);
-    let creates = (0..8).map(|_| api_create_event(&org, &body));
-    let statuses: Vec<StatusCode> = futures::future::join_all(creates)
-        .await
-        .iter()
-        .map(|r| r.status())
+async fn concurrent_creates_cannot_together_pass_the_published_quota(
+    _: sqlx::postgres::PgPoolOptions,
+    connect: sqlx::postgres::PgConnectOptions,
+) {
+    let pool = pool(connect, 32).await;
+    let organizer = fixture_organizer(&pool).await;
+    let quotas = Quotas {
+        published_events: 2,
+        ticket_types_per_event: 3,
+        total_capacity: 1_000,
+    };
+    let input = stampede::domain::EventInput {
+        title: "Night".into(),
+        venue: "Hall".into(),
+        starts_at: "2030-03-01T19:30:00Z".into(),
+        sale_opens_at: "2020-01-01T10:00:00Z".into(),
+        status: "published".into(),
+        ticket_types: vec![stampede::domain::TicketTypeInput {
+            name: "Standing".into(),
+            price: "1.00".into(),
+            capacity: "5".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let new = input.parse().unwrap();
+    // Open the connections first, so that the creates start together.
+    let mut warm = Vec::new();
+    for _ in 0..24 {
+        warm.push(pool.acquire().await.unwrap());
+    }
+    drop(warm);
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(24));
+    let tasks: Vec<_> = (0..24)
+        .map(|_| {
+            let (pool, new, barrier) = (pool.clone(), new.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                stampede::db::events::create(&pool, organizer.into(), &quotas, &new).await
+            })
+        })
         .collect();
-    let created = statuses
-        .iter()
-        .filter(|s| **s == StatusCode::CREATED)
-        .count();
-    assert_eq!(created, 2, "{statuses:?}");
+    let mut created = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(_) => created += 1,
+            Err(stampede::error::AppError::Invalid(invalid)) => assert_eq!(invalid.field, "status"),
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(created, 2);
     assert_eq!(event_count(&pool).await, 2);
+    pool.close().await;
 }
