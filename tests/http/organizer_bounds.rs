@@ -91,3 +91,49 @@ async fn concurrent_edits_cannot_together_pass_twenty_ticket_types(pool: PgPool)
     assert_eq!(ok, 1, "{statuses:?}");
     assert_eq!(types_of(&pool, &fixture).await, 11);
 }
+
+/// Issue 7, item 6: the export is streamed (chunked, no length known in
+/// advance) and still has every order, in order.
+#[sqlx::test]
+async fn the_csv_export_streams_many_orders_in_chunks(pool: PgPool) {
+    let app = TestApp::spawn(pool.clone()).await;
+    let org = app.organizer("org@example.org").await;
+    let fixture = owned_published_event(&org, &[TicketSpec::new(100_000, 10, 10)]).await;
+    let orders = 20_000;
+    sqlx::query(
+        "INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor,
+                             currency, created_at)
+         SELECT $1, 'buyer' || g || '@example.org', 1, 'key-' || g || '-0123456789abcdef', 2500,
+                'EUR', now() - interval '1 second' * ($2 - g)
+         FROM generate_series(1, $2) g",
+    )
+    .bind(fixture.ticket_type_id())
+    .bind(orders)
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    let resp = org
+        .get(&format!(
+            "/organizer/events/{}/orders.csv",
+            fixture.event_id
+        ))
+        .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert!(
+        resp.headers().get("content-length").is_none(),
+        "a streamed body has no length up front: {:?}",
+        resp.headers()
+    );
+    assert_eq!(resp.headers()["transfer-encoding"], "chunked");
+    let body = resp.bytes().await.unwrap();
+    assert!(body.len() > 4 * 32 * 1024, "{} bytes", body.len());
+    let mut reader = csv::ReaderBuilder::new().from_reader(&body[..]);
+    let emails: Vec<String> = reader.records().map(|r| r.unwrap()[2].to_owned()).collect();
+    assert_eq!(emails.len(), orders as usize);
+    assert_eq!(emails[0], "buyer1@example.org");
+    assert_eq!(
+        emails[orders as usize - 1],
+        format!("buyer{orders}@example.org")
+    );
+}
