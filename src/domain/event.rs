@@ -315,7 +315,8 @@ mod tests {
 
     #[test]
     fn a_nul_byte_names_its_field() {
-        let cases: [(fn(&mut EventInput), &str); 4] = [
+        type Spoil = fn(&mut EventInput);
+        let cases: [(Spoil, &str); 4] = [
             (|i| i.title = "Con\0cert".into(), "title"),
             (|i| i.venue = "Hall\0".into(), "venue"),
             (|i| i.description = "Doors\0at 7".into(), "description"),

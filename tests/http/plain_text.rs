@@ -25,7 +25,8 @@ fn api_event(spoil: impl FnOnce(&mut Value)) -> Value {
 async fn a_nul_byte_in_api_event_text_is_a_422_naming_the_field(pool: PgPool) {
     let app = TestApp::spawn(pool.clone()).await;
     let org = app.organizer("org@example.org").await;
-    let cases: [(fn(&mut Value), &str); 5] = [
+    type Spoil = fn(&mut Value);
+    let cases: [(Spoil, &str); 5] = [
         (|b| b["title"] = json!("Ni\u{0}ght"), "title"),
         (|b| b["venue"] = json!("Hall\u{0}"), "venue"),
         (|b| b["description"] = json!("\u{0}"), "description"),
