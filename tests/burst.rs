@@ -73,6 +73,7 @@ async fn buy_form(
         (303, Some(location)) => {
             let id = location
                 .strip_prefix("/orders/")
+                .map(|s| s.split_once("?s=").map_or(s, |(id, _)| id))
                 .and_then(|s| Uuid::parse_str(s).ok());
             id.map_or(Answer::Other(303, location), Answer::Sold)
         }
