@@ -257,6 +257,46 @@ pub struct ServeArgs {
         global = true
     )]
     pub purchase_period_ms: u64,
+    /// Milliseconds a page of the public event list (`/`, `/api/v1/events`)
+    /// is served from memory, shared by all requests; 0 turns it off.
+    #[arg(
+        long,
+        env = "STAMPEDE_LIST_CACHE_MS",
+        default_value_t = 1000,
+        global = true
+    )]
+    pub list_cache_ms: u64,
+
+    /// Events one organizer may have published at once.
+    #[arg(
+        long,
+        env = "STAMPEDE_QUOTA_PUBLISHED_EVENTS",
+        default_value_t = 100,
+        value_parser = clap::value_parser!(i64).range(0..),
+        global = true
+    )]
+    pub quota_published_events: i64,
+
+    /// Ticket types one event may have (at most 20, what the forms carry).
+    #[arg(
+        long,
+        env = "STAMPEDE_QUOTA_TICKET_TYPES_PER_EVENT",
+        default_value_t = 20,
+        value_parser = clap::value_parser!(i64).range(1..=20),
+        global = true
+    )]
+    pub quota_ticket_types_per_event: i64,
+
+    /// Tickets (the sum of capacities) over all of one organizer's events
+    /// that are not cancelled.
+    #[arg(
+        long,
+        env = "STAMPEDE_QUOTA_TOTAL_CAPACITY",
+        default_value_t = 1_000_000,
+        value_parser = clap::value_parser!(i64).range(0..),
+        global = true
+    )]
+    pub quota_total_capacity: i64,
 
     /// Mark cookies `Secure`; set this when Stampede is served over https.
     #[arg(long, env = "STAMPEDE_SECURE_COOKIES", global = true)]

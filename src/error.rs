@@ -6,7 +6,7 @@
 use http::StatusCode;
 use time::OffsetDateTime;
 
-use crate::domain::{InvalidField, format_time};
+use crate::domain::{InvalidField, LimitBreach, format_time};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -33,6 +33,10 @@ pub enum AppError {
         "Each buyer may hold at most {max} tickets of this type; this purchase would go beyond that."
     )]
     BuyerLimit { max: i32 },
+    #[error(
+        "Each buyer may hold at most {max} tickets for this event, across its ticket types; this purchase would go beyond that."
+    )]
+    EventBuyerLimit { max: i32 },
     #[error("The sale has not opened yet; it opens at {}.", format_time(*.opens_at))]
     SaleNotOpen { opens_at: OffsetDateTime },
     #[error("{0}")]
@@ -66,6 +70,7 @@ impl AppError {
             | Self::NotEnoughLeft { .. }
             | Self::OrderLimit { .. }
             | Self::BuyerLimit { .. }
+            | Self::EventBuyerLimit { .. }
             | Self::IdempotencyConflict
             | Self::AlreadyCancelled => StatusCode::CONFLICT,
             Self::SaleNotOpen { .. } | Self::SaleClosed(_) => StatusCode::FORBIDDEN,
@@ -87,7 +92,9 @@ impl AppError {
             Self::TooManyRequests { .. } => "rate_limited",
             Self::SoldOut => "sold_out",
             Self::NotEnoughLeft { .. } => "not_enough_left",
-            Self::OrderLimit { .. } | Self::BuyerLimit { .. } => "limit_exceeded",
+            Self::OrderLimit { .. } | Self::BuyerLimit { .. } | Self::EventBuyerLimit { .. } => {
+                "limit_exceeded"
+            }
             Self::SaleNotOpen { .. } => "sale_not_open",
             Self::SaleClosed(_) => "sale_closed",
             Self::IdempotencyConflict => "idempotency_conflict",
@@ -104,9 +111,10 @@ impl AppError {
     pub fn field(&self) -> Option<&str> {
         match self {
             Self::Invalid(f) => Some(&f.field),
-            Self::NotEnoughLeft { .. } | Self::OrderLimit { .. } | Self::BuyerLimit { .. } => {
-                Some("quantity")
-            }
+            Self::NotEnoughLeft { .. }
+            | Self::OrderLimit { .. }
+            | Self::BuyerLimit { .. }
+            | Self::EventBuyerLimit { .. } => Some("quantity"),
             Self::IdempotencyConflict => Some("idempotency_key"),
             _ => None,
         }
@@ -114,6 +122,15 @@ impl AppError {
 
     pub fn internal(err: impl Into<anyhow::Error>) -> Self {
         Self::Internal(err.into())
+    }
+}
+
+impl From<LimitBreach> for AppError {
+    fn from(breach: LimitBreach) -> Self {
+        match breach {
+            LimitBreach::TicketType { max } => Self::BuyerLimit { max },
+            LimitBreach::Event { max } => Self::EventBuyerLimit { max },
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 use stampede::{
-    domain::{Email, IdempotencyKey, OrderStatus, Quantity},
+    domain::{CancelSecret, Email, IdempotencyKey, OrderStatus, Quantity},
     error::AppError,
     sale::{self, Purchase, PurchaseRequest},
 };
@@ -126,7 +126,7 @@ async fn two_hundred_buyers_racing_for_ten_tickets_never_oversell(
     let mut answered_quantity = 0;
     for (request, result) in &results {
         match result {
-            Ok(Purchase::Created(order)) => {
+            Ok(Purchase::Created { order, .. }) => {
                 assert!(
                     answered.insert(order.id.get()),
                     "two answers name one order"
@@ -168,7 +168,8 @@ async fn cancelling_and_buying_again_concurrently_keeps_counts_consistent(
     for i in 0..60 {
         let email = format!("early{i}@example.org");
         let purchase = buy_now(&pool, tt, 1, &email).await.unwrap();
-        held.push((email, purchase.order().id));
+        let secret = purchase.cancel_secret().unwrap().clone();
+        held.push((email, purchase.order().id, secret));
     }
 
     // At once: 150 newcomers buy; each early buyer cancels (twice, as a
@@ -182,17 +183,19 @@ async fn cancelling_and_buying_again_concurrently_keeps_counts_consistent(
             let email = format!("late{i}@example.org");
             let outcome = buy_now(&pool, tt, 1, &email).await;
             match outcome {
-                Ok(Purchase::Created(_)) | Err(AppError::SoldOut) => (0, 0),
+                Ok(Purchase::Created { .. }) | Err(AppError::SoldOut) => (0, 0),
                 other => panic!("newcomer: unexpected {other:?}"),
             }
         }));
     }
-    for (email, order_id) in held {
+    for (email, order_id, secret) in held {
         let (pool, barrier) = (pool.clone(), barrier.clone());
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
-            let (first, second) =
-                tokio::join!(sale::cancel(&pool, order_id), sale::cancel(&pool, order_id));
+            let (first, second) = tokio::join!(
+                sale::cancel(&pool, order_id, Some(&secret)),
+                sale::cancel(&pool, order_id, Some(&secret))
+            );
             let dropped = [&first, &second].iter().filter(|r| r.is_ok()).count();
             let refused = [&first, &second]
                 .iter()
@@ -204,7 +207,7 @@ async fn cancelling_and_buying_again_concurrently_keeps_counts_consistent(
                 "a cancel happens exactly once: {first:?} {second:?}"
             );
             match buy_now(&pool, tt, 1, &email).await {
-                Ok(Purchase::Created(_)) | Err(AppError::SoldOut) => (1, 1),
+                Ok(Purchase::Created { .. }) | Err(AppError::SoldOut) => (1, 1),
                 other => panic!("buying again: unexpected {other:?}"),
             }
         }));
@@ -225,6 +228,132 @@ async fn cancelling_and_buying_again_concurrently_keeps_counts_consistent(
     // 210 buyers wanted one of 100 tickets and tickets came back: all are sold.
     assert_eq!(sold(&pool, tt).await, 100);
     pool.close().await;
+}
+
+/// Issue 7, item 4: spellings that reach one mailbox (or look like it) are
+/// one buyer for the limit, however they race; each order keeps its email
+/// as typed.
+#[sqlx::test]
+async fn spellings_of_one_mailbox_racing_share_one_buyer_limit(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = rush(connect, TicketSpec::new(100, 1, 3)).await;
+    let tt = fixture.ticket_type_id();
+    let spellings = [
+        "jane.doe@gmail.com",
+        "janedoe@gmail.com",
+        "j.a.n.e.doe+resale@gmail.com",
+        "JaneDoe+1@googlemail.com",
+        "ｊａｎｅｄｏｅ@gmail.com",
+        // Cyrillic а and е, and a combining-free fullwidth dot.
+        "j\u{430}n\u{435}doe@gmail.com",
+        "jane\u{FF0E}doe@gmail.com",
+        "janedoe@gmail.com",
+    ];
+    let requests: Vec<_> = (0..48)
+        .map(|i| request(tt, 1, spellings[i % spellings.len()], &fresh_key()))
+        .collect();
+
+    let results = race(&pool, requests).await;
+
+    assert_invariants(&pool).await;
+    assert_eq!(sold(&pool, tt).await, 3, "one buyer key, limit 3");
+    for (_, result) in &results {
+        match result {
+            Ok(Purchase::Created { .. }) | Err(AppError::BuyerLimit { max: 3 }) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let keys: Vec<String> = sqlx::query_scalar("SELECT DISTINCT buyer_key FROM orders")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(keys, ["janedoe@gmail.com"]);
+    // Different mailboxes are still different buyers.
+    assert!(buy_now(&pool, tt, 1, "jane.doe@example.org").await.is_ok());
+    assert!(buy_now(&pool, tt, 1, "janedoe@example.org").await.is_ok());
+    pool.close().await;
+}
+
+/// Issue 7, item 4: an event's limit per buyer holds across its ticket
+/// types under concurrency, on the folded key.
+#[sqlx::test]
+async fn an_event_limit_holds_across_ticket_types_when_one_buyer_races(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let pool = pool(connect, 32).await;
+    let specs = [
+        TicketSpec::new(50, 2, 2),
+        TicketSpec::new(50, 2, 2),
+        TicketSpec::new(50, 2, 2),
+    ];
+    let fixture = published_event(&pool, &specs).await;
+    sqlx::query("UPDATE events SET max_per_buyer = 3 WHERE id = $1")
+        .bind(fixture.event_id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let spellings = ["ada@example.org", "ADA+x@example.org", "ａｄａ@example.org"];
+    let requests: Vec<_> = (0..60)
+        .map(|i| {
+            let tt = fixture.ticket_type_ids[i % 3];
+            request(tt, 1 + (i as i64 / 3 % 2), spellings[i % 3], &fresh_key())
+        })
+        .collect();
+
+    let results = race(&pool, requests).await;
+
+    assert_invariants(&pool).await;
+    let held: i64 = count_sold_in_event(&pool).await;
+    assert!(held <= 3, "one buyer holds {held} in the event, limit 3");
+    assert!(
+        held >= 2,
+        "the buyer should get close to the limit, got {held}"
+    );
+    for (_, result) in &results {
+        match result {
+            Ok(Purchase::Created { .. })
+            | Err(AppError::EventBuyerLimit { max: 3 })
+            | Err(AppError::BuyerLimit { max: 2 }) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    // Another buyer is not affected by this one's holdings.
+    assert!(
+        buy_now(&pool, fixture.ticket_type_ids[0], 2, "bob@example.org")
+            .await
+            .is_ok()
+    );
+    // Asking for more than the event allows at once is refused before writing.
+    sqlx::query("UPDATE events SET max_per_buyer = 1 WHERE id = $1")
+        .bind(fixture.event_id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let over = buy_now(&pool, fixture.ticket_type_ids[1], 2, "cy@example.org").await;
+    assert!(
+        matches!(over, Err(AppError::EventBuyerLimit { max: 1 })),
+        "{over:?}"
+    );
+    // (Lowering a limit keeps what buyers already hold; back to 3 for the check.)
+    sqlx::query("UPDATE events SET max_per_buyer = 3 WHERE id = $1")
+        .bind(fixture.event_id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_invariants(&pool).await;
+    pool.close().await;
+}
+
+async fn count_sold_in_event(pool: &PgPool) -> i64 {
+    sqlx::query_scalar(
+        "SELECT COALESCE(SUM(quantity), 0)::int8 FROM orders WHERE status = 'confirmed'",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
 }
 
 #[sqlx::test]
@@ -257,7 +386,7 @@ async fn one_buyer_firing_fifty_purchases_gets_at_most_the_buyer_limit(
     );
     for (_, result) in &results {
         match result {
-            Ok(Purchase::Created(_)) => {}
+            Ok(Purchase::Created { .. }) => {}
             Err(AppError::BuyerLimit { max: 4 }) => {}
             other => panic!("unexpected {other:?}"),
         }
@@ -300,7 +429,7 @@ async fn the_same_idempotency_key_twenty_times_at_once_makes_one_order(
     );
     let created = results
         .iter()
-        .filter(|(_, r)| matches!(r, Ok(Purchase::Created(_))))
+        .filter(|(_, r)| matches!(r, Ok(Purchase::Created { .. })))
         .count();
     assert_eq!(created, 1);
 
@@ -314,7 +443,7 @@ async fn the_same_idempotency_key_twenty_times_at_once_makes_one_order(
     let other = sale::purchase(&pool, now(), &request(tt, 1, "bob@example.org", &key))
         .await
         .unwrap();
-    assert!(matches!(other, Purchase::Created(_)));
+    assert!(matches!(other, Purchase::Created { .. }));
     assert_eq!(order_count(&pool).await, 2);
     assert_invariants(&pool).await;
     pool.close().await;
@@ -324,22 +453,30 @@ async fn the_same_idempotency_key_twenty_times_at_once_makes_one_order(
 async fn a_cancelled_order_returns_its_tickets_exactly_once(pool: PgPool) {
     let fixture = published_event(&pool, &[TicketSpec::new(5, 5, 5)]).await;
     let tt = fixture.ticket_type_id();
-    let order = buy_now(&pool, tt, 5, "ada@example.org")
-        .await
-        .unwrap()
-        .order()
-        .clone();
+    let purchase = buy_now(&pool, tt, 5, "ada@example.org").await.unwrap();
+    let (order, secret) = (
+        purchase.order().clone(),
+        purchase.cancel_secret().unwrap().clone(),
+    );
     let sold_out = buy_now(&pool, tt, 1, "bob@example.org").await;
     assert!(matches!(sold_out, Err(AppError::SoldOut)), "{sold_out:?}");
 
-    let cancelled = sale::cancel(&pool, order.id).await.unwrap();
+    // Without its secret, or with another's, an order stays.
+    for wrong in [None, Some(CancelSecret::generate())] {
+        assert!(matches!(
+            sale::cancel(&pool, order.id, wrong.as_ref()).await,
+            Err(AppError::Forbidden(_))
+        ));
+    }
+    assert_eq!(remaining(&pool, tt).await, 0);
+    let cancelled = sale::cancel(&pool, order.id, Some(&secret)).await.unwrap();
     assert_eq!(cancelled.status, OrderStatus::Cancelled);
     assert!(matches!(
-        sale::cancel(&pool, order.id).await,
+        sale::cancel(&pool, order.id, Some(&secret)).await,
         Err(AppError::AlreadyCancelled)
     ));
     assert!(matches!(
-        sale::cancel(&pool, Uuid::new_v4().into()).await,
+        sale::cancel(&pool, Uuid::new_v4().into(), Some(&secret)).await,
         Err(AppError::NotFound)
     ));
     assert_eq!(remaining(&pool, tt).await, 5);
@@ -347,7 +484,7 @@ async fn a_cancelled_order_returns_its_tickets_exactly_once(pool: PgPool) {
 
     // The buyer's limit is freed too: they can buy again.
     let again = buy_now(&pool, tt, 5, "ada@example.org").await;
-    assert!(matches!(again, Ok(Purchase::Created(_))), "{again:?}");
+    assert!(matches!(again, Ok(Purchase::Created { .. })), "{again:?}");
     assert_invariants(&pool).await;
 }
 
@@ -392,7 +529,7 @@ async fn purchases_outside_the_sale_window_are_refused_and_write_nothing(pool: P
 
     // The injected clock decides: the same request succeeds once the sale opens.
     let opened = attempt(future.ticket_type_id(), t0 + Span::hours(1)).await;
-    assert!(matches!(opened, Ok(Purchase::Created(_))), "{opened:?}");
+    assert!(matches!(opened, Ok(Purchase::Created { .. })), "{opened:?}");
     // And the closing instant itself is already closed.
     let at_close = attempt(closed.ticket_type_id(), t0 - Span::hours(1)).await;
     assert!(
@@ -491,6 +628,7 @@ async fn changing_capacity_during_a_rush_keeps_the_books_balanced(
             stampede::db::events::update(
                 &pool,
                 fixture.organizer_id.into(),
+                &Default::default(),
                 detail.event.id,
                 &input.parse().unwrap(),
             )

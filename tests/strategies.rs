@@ -92,7 +92,7 @@ async fn assert_answers_match_orders(
 ) {
     let mut answered = BTreeSet::new();
     for (request, result) in results {
-        if let Ok(Purchase::Created(order)) = result {
+        if let Ok(Purchase::Created { order, .. }) = result {
             assert!(
                 answered.insert(order.id.get()),
                 "two answers name one order"
@@ -136,7 +136,7 @@ async fn seed_000(connect: PgConnectOptions, strategy: Strategy) {
     assert!(sold_total <= 10, "{strategy}: sold {sold_total} of 10");
     for (request, result) in &results {
         match result {
-            Ok(Purchase::Created(_)) => {}
+            Ok(Purchase::Created { .. }) => {}
             Err(AppError::SoldOut) => {}
             Err(AppError::NotEnoughLeft { remaining }) => {
                 assert!(*remaining < request.quantity.get());
@@ -165,7 +165,7 @@ async fn seed_001(connect: PgConnectOptions, strategy: Strategy) {
             .collect();
         for (_, result) in race(&sales, requests).await {
             match result {
-                Ok(Purchase::Created(_)) => sold_answers += 1,
+                Ok(Purchase::Created { .. }) => sold_answers += 1,
                 Err(AppError::SoldOut | AppError::NotEnoughLeft { .. }) => {}
                 other => panic!("{strategy}: unexpected answer {other:?}"),
             }
@@ -202,7 +202,7 @@ async fn same_key_raced(connect: PgConnectOptions, strategy: Strategy) {
     );
     let created = results
         .iter()
-        .filter(|(_, r)| matches!(r, Ok(Purchase::Created(_))))
+        .filter(|(_, r)| matches!(r, Ok(Purchase::Created { .. })))
         .count();
     assert_eq!(
         created, 1,
@@ -398,7 +398,7 @@ async fn a_bad_request_fails_alone_in_its_batch(_: PgPoolOptions, connect: PgCon
                     "{result:?}"
                 )
             }
-            _ => assert!(matches!(result, Ok(Purchase::Created(_))), "{result:?}"),
+            _ => assert!(matches!(result, Ok(Purchase::Created { .. })), "{result:?}"),
         }
     }
     // 1 (eve) + 1 (first) + 20 (good).
@@ -523,7 +523,9 @@ async fn a_cancellation_elsewhere_clears_the_sold_out_flag(
 
     // Another instance: its own pool, no shared memory.
     let elsewhere = common::pool(connect, 2).await;
-    sale::cancel(&elsewhere, bought.order().id).await.unwrap();
+    sale::cancel(&elsewhere, bought.order().id, bought.cancel_secret())
+        .await
+        .unwrap();
 
     let mut sold_again = None;
     for _ in 0..1000 {

@@ -10,7 +10,7 @@ use sqlx::PgPool;
 pub use crate::db::organizers::{ApiToken, Organizer as CurrentOrganizer};
 use crate::{
     db::organizers,
-    domain::{ApiTokenId, Email, InvalidField, OrganizerId},
+    domain::{ApiTokenId, Email, ForField, InvalidField, Lines, OrganizerId, refuse_control},
     error::AppError,
 };
 
@@ -153,6 +153,7 @@ pub async fn create_token(
             "Give the token a name of 1 to 100 characters.",
         )));
     }
+    refuse_control(name, Lines::One).for_field("name")?;
     let token = format!("stp_{}", random_token());
     let prefix: String = token.chars().take(10).collect();
     organizers::insert_token(db, organizer_id, name, &token_hash(&token), &prefix).await?;

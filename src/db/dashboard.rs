@@ -5,6 +5,7 @@
 //! returns nothing for someone else's event even if a caller forgot to check
 //! ownership first.
 
+use futures_util::stream::BoxStream;
 use sqlx::{PgPool, postgres::types::PgInterval};
 use time::{Duration, OffsetDateTime};
 
@@ -332,13 +333,15 @@ pub struct ExportRow {
     pub ticket_codes: String,
 }
 
-/// Every order of the event, oldest first, with its ticket codes.
-pub async fn export_orders(
+/// Every order of the event, oldest first, with its ticket codes, as a
+/// stream of rows read off the connection as they are consumed (never the
+/// whole result in memory).
+pub fn export_orders(
     db: &PgPool,
     organizer_id: OrganizerId,
     event_id: EventId,
-) -> Result<Vec<ExportRow>, AppError> {
-    Ok(sqlx::query_as!(
+) -> BoxStream<'_, Result<ExportRow, sqlx::Error>> {
+    sqlx::query_as!(
         ExportRow,
         r#"SELECT o.id, o.created_at, o.email, t.name AS ticket_type, o.quantity,
                   o.unit_price_minor, o.currency, o.status AS "status: OrderStatus",
@@ -352,6 +355,5 @@ pub async fn export_orders(
         event_id.get(),
         organizer_id.get(),
     )
-    .fetch_all(db)
-    .await?)
+    .fetch(db)
 }

@@ -7,8 +7,8 @@ use time::OffsetDateTime;
 
 use crate::{
     domain::{
-        EventId, EventStatus, InvalidField, NewEvent, NewTicketType, OrganizerId, SaleState,
-        SaleWindow, TicketTypeId,
+        EVENTS_PER_PAGE, EventCursor, EventId, EventStatus, InvalidField, NewEvent, NewTicketType,
+        OrganizerId, Quotas, SaleState, SaleWindow, TicketTypeId,
     },
     error::AppError,
 };
@@ -23,6 +23,8 @@ pub struct Event {
     pub sale_opens_at: OffsetDateTime,
     pub sale_closes_at: Option<OffsetDateTime>,
     pub status: EventStatus,
+    /// Per buyer across the ticket types, if the organizer set a limit.
+    pub max_per_buyer: Option<i32>,
 }
 
 impl Event {
@@ -84,18 +86,93 @@ impl EventDetail {
 pub async fn create(
     db: &PgPool,
     organizer_id: OrganizerId,
+    quotas: &Quotas,
     new: &NewEvent,
 ) -> Result<EventId, AppError> {
     let mut tx = db.begin().await?;
+    lock_organizer(&mut tx, organizer_id).await?;
     let event_id = save(&mut tx, organizer_id, None, new)
         .await?
         .ok_or_else(|| AppError::internal(anyhow::anyhow!("the event insert returned no row")))?;
     for (position, tt) in new.ticket_types.iter().enumerate() {
         insert_ticket_type(&mut tx, event_id, position as i32, tt).await?;
     }
+    let publishes = new.window.status == EventStatus::Published;
+    check_quotas(&mut tx, organizer_id, event_id, quotas, publishes).await?;
     tx.commit().await?;
     tracing::info!(%event_id, "event created");
     Ok(event_id)
+}
+
+/// Take the organizer's row lock for the rest of the transaction: writes
+/// that a quota counts queue on it, so each counts what the last committed.
+async fn lock_organizer(
+    tx: &mut sqlx::PgConnection,
+    organizer_id: OrganizerId,
+) -> Result<(), AppError> {
+    sqlx::query!(
+        "SELECT id FROM organizers WHERE id = $1 FOR NO KEY UPDATE",
+        organizer_id.get()
+    )
+    .fetch_optional(tx)
+    .await?;
+    Ok(())
+}
+
+/// After a write, with the organizer's row locked: refuse (roll back) what
+/// takes the organizer past a quota. The published-events quota is checked
+/// only when this write publishes, so an organizer over a lowered quota can
+/// still edit.
+async fn check_quotas(
+    tx: &mut sqlx::PgConnection,
+    organizer_id: OrganizerId,
+    event_id: EventId,
+    quotas: &Quotas,
+    publishes: bool,
+) -> Result<(), AppError> {
+    let counts = sqlx::query!(
+        r#"SELECT
+             (SELECT count(*) FROM events WHERE organizer_id = $1 AND status = 'published')
+                 AS "published!",
+             (SELECT count(*) FROM ticket_types WHERE event_id = $2) AS "ticket_types!",
+             (SELECT COALESCE(SUM(t.capacity), 0)::int8 FROM ticket_types t
+                  JOIN events e ON e.id = t.event_id
+                  WHERE e.organizer_id = $1 AND e.status <> 'cancelled') AS "capacity!""#,
+        organizer_id.get(),
+        event_id.get(),
+    )
+    .fetch_one(tx)
+    .await?;
+    let refuse =
+        |field: &str, message: String| Err(AppError::Invalid(InvalidField::new(field, message)));
+    if counts.ticket_types > quotas.ticket_types_per_event {
+        return refuse(
+            "ticket_types",
+            format!(
+                "An event can have at most {} ticket types; this one would have {}.",
+                quotas.ticket_types_per_event, counts.ticket_types
+            ),
+        );
+    }
+    if publishes && counts.published > quotas.published_events {
+        return refuse(
+            "status",
+            format!(
+                "You can have at most {} published events at once; unpublish or cancel one first.",
+                quotas.published_events
+            ),
+        );
+    }
+    if counts.capacity > quotas.total_capacity {
+        return refuse(
+            "ticket_types",
+            format!(
+                "Your events together can hold at most {} tickets; this would make {}.",
+                quotas.total_capacity, counts.capacity
+            ),
+        );
+    }
+    Ok(())
 }
 
 /// Write an event's own columns, in one statement for both cases: a new
@@ -111,13 +188,14 @@ async fn save(
     let saved = sqlx::query_scalar!(
         r#"WITH edited AS (
                UPDATE events SET title = $3, description = $4, venue = $5, starts_at = $6,
-                      sale_opens_at = $7, sale_closes_at = $8, updated_at = now()
+                      sale_opens_at = $7, sale_closes_at = $8, max_per_buyer = $10,
+                      updated_at = now()
                WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'
                RETURNING id
            ), created AS (
                INSERT INTO events (organizer_id, title, description, venue, starts_at,
-                                   sale_opens_at, sale_closes_at, status)
-               SELECT $2, $3, $4, $5, $6, $7, $8, $9 WHERE $1::uuid IS NULL
+                                   sale_opens_at, sale_closes_at, status, max_per_buyer)
+               SELECT $2, $3, $4, $5, $6, $7, $8, $9, $10 WHERE $1::uuid IS NULL
                RETURNING id
            )
            SELECT id AS "id!" FROM edited UNION ALL SELECT id FROM created"#,
@@ -130,6 +208,7 @@ async fn save(
         new.window.opens_at,
         new.window.closes_at,
         new.window.status.as_str(),
+        new.max_per_buyer,
     )
     .fetch_optional(tx)
     .await?;
@@ -162,14 +241,19 @@ async fn insert_ticket_type(
 
 /// Replace an event's details and ticket types. A capacity change moves
 /// `remaining` by the same amount in the same statement, so it cannot race a
-/// sale; lowering it below what is sold is refused.
+/// sale; lowering it below what is sold is refused. Ticket types are never
+/// deleted, so the quota of ticket types per event counts the event's
+/// existing types with the new ones; concurrent edits queue on the
+/// organizer's row, so each counts what the one before it committed.
 pub async fn update(
     db: &PgPool,
     organizer_id: OrganizerId,
+    quotas: &Quotas,
     event_id: EventId,
     new: &NewEvent,
 ) -> Result<(), AppError> {
     let mut tx = db.begin().await?;
+    lock_organizer(&mut tx, organizer_id).await?;
     if save(&mut tx, organizer_id, Some(event_id), new)
         .await?
         .is_none()
@@ -220,6 +304,7 @@ pub async fn update(
             });
         }
     }
+    check_quotas(&mut tx, organizer_id, event_id, quotas, false).await?;
     tx.commit().await?;
     Ok(())
 }
@@ -228,9 +313,12 @@ pub async fn update(
 pub async fn set_status(
     db: &PgPool,
     organizer_id: OrganizerId,
+    quotas: &Quotas,
     event_id: EventId,
     status: EventStatus,
 ) -> Result<(), AppError> {
+    let mut tx = db.begin().await?;
+    lock_organizer(&mut tx, organizer_id).await?;
     let updated = sqlx::query!(
         "UPDATE events SET status = $3, updated_at = now()
          WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'",
@@ -238,13 +326,15 @@ pub async fn set_status(
         organizer_id.get(),
         status.as_str(),
     )
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
-    if updated.rows_affected() == 1 {
-        Ok(())
-    } else {
-        Err(AppError::NotFound)
+    if updated.rows_affected() != 1 {
+        return Err(AppError::NotFound);
     }
+    let publishes = status == EventStatus::Published;
+    check_quotas(&mut tx, organizer_id, event_id, quotas, publishes).await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// One event with its ticket types, whatever its status.
@@ -272,7 +362,7 @@ async fn find_where(
     let event = sqlx::query_as!(
         Event,
         r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
-                  status AS "status: EventStatus"
+                  status AS "status: EventStatus", max_per_buyer
            FROM events WHERE id = $1 AND ($2::uuid IS NULL OR organizer_id = $2)"#,
         event_id.get(),
         owner.map(OrganizerId::get),
@@ -290,12 +380,42 @@ pub async fn find_published(db: &PgPool, event_id: EventId) -> Result<EventDetai
     }
 }
 
-/// Events buyers can see (published, not yet started), soonest first.
-pub async fn list_published(
+/// One page of the events buyers can see (published, not yet started),
+/// soonest first, without their descriptions (empty), and where the next
+/// page starts if there is one. Keyset pagination on `(starts_at, id)`:
+/// every page costs the same, however deep.
+pub async fn list_published_page(
     db: &PgPool,
     now: OffsetDateTime,
-) -> Result<Vec<EventDetail>, AppError> {
-    list(db, None, now).await
+    after: Option<EventCursor>,
+) -> Result<(Vec<EventDetail>, Option<EventCursor>), AppError> {
+    let (after_starts, after_id) = after.map(|c| (c.starts_at, c.id.get())).unzip();
+    let mut events = sqlx::query_as!(
+        Event,
+        r#"SELECT id, title, '' AS "description!", venue, starts_at, sale_opens_at, sale_closes_at,
+                  status AS "status: EventStatus", max_per_buyer
+           FROM events
+           WHERE status = 'published' AND starts_at > $1
+             AND (starts_at, id) > (COALESCE($2, '-infinity'::timestamptz),
+                                    COALESCE($3, '00000000-0000-0000-0000-000000000000'::uuid))
+           ORDER BY starts_at, id LIMIT $4"#,
+        now,
+        after_starts,
+        after_id,
+        EVENTS_PER_PAGE + 1,
+    )
+    .fetch_all(db)
+    .await?;
+    let next = if events.len() as i64 > EVENTS_PER_PAGE {
+        events.truncate(EVENTS_PER_PAGE as usize);
+        events.last().map(|e| EventCursor {
+            starts_at: e.starts_at,
+            id: e.id,
+        })
+    } else {
+        None
+    };
+    Ok((with_ticket_types(db, events).await?, next))
 }
 
 /// One organizer's events, whatever their status.
@@ -306,8 +426,7 @@ pub async fn list_for_organizer(
     list(db, Some(organizer_id), OffsetDateTime::UNIX_EPOCH).await
 }
 
-/// Published upcoming events for buyers, or every event of one organizer,
-/// with their ticket types, in two queries.
+/// Every event of one organizer, with their ticket types, in two queries.
 async fn list(
     db: &PgPool,
     organizer_id: Option<OrganizerId>,
@@ -316,7 +435,7 @@ async fn list(
     let events = sqlx::query_as!(
         Event,
         r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
-                  status AS "status: EventStatus"
+                  status AS "status: EventStatus", max_per_buyer
            FROM events
            WHERE CASE WHEN $1::uuid IS NULL THEN status = 'published' AND starts_at > $2
                       ELSE organizer_id = $1 END

@@ -11,6 +11,17 @@ impl Email {
         if normalised.is_empty() {
             return Err("Enter your email address.".into());
         }
+        // A zero-width space or a soft hyphen makes a second address that
+        // looks like the first: refused rather than folded away.
+        if let Some(c) = normalised
+            .chars()
+            .find(|&c| super::buyer_key::is_invisible(c))
+        {
+            return Err(format!(
+                "Remove the invisible character U+{:04X} from the email address.",
+                u32::from(c)
+            ));
+        }
         if normalised.len() > 254 {
             return Err("That email address is too long.".into());
         }
@@ -68,6 +79,11 @@ mod tests {
             "ada <ada@example.org>",
             "victim@[1.2.3.4]",
             "\"quoted\"@example.org",
+            "ad\u{200B}a@example.org",
+            "ad\u{AD}a@example.org",
+            "ada\u{202E}@example.org",
+            "\u{FEFF}ada@example.org",
+            "ada@exa\u{200D}mple.org",
         ] {
             assert!(Email::parse(raw).is_err(), "{raw:?} should be rejected");
         }

@@ -4,7 +4,8 @@ use time::{
 };
 
 use super::{
-    Currency, EventStatus, ForField, InvalidField, MAX_QUANTITY, Money, SaleWindow, TicketTypeId,
+    Currency, EventStatus, ForField, InvalidField, Lines, MAX_QUANTITY, Money, SaleWindow,
+    TicketTypeId, refuse_control,
 };
 
 pub const MAX_TICKET_TYPES: usize = 20;
@@ -23,6 +24,8 @@ pub struct EventInput {
     pub sale_opens_at: String,
     pub sale_closes_at: String,
     pub status: String,
+    /// The event's limit per buyer across its ticket types; blank for none.
+    pub max_per_buyer: String,
     pub ticket_types: Vec<TicketTypeInput>,
 }
 
@@ -58,6 +61,8 @@ pub struct NewEvent {
     pub starts_at: OffsetDateTime,
     /// Its status and sale window, already checked to be in order.
     pub window: SaleWindow,
+    /// At most this many tickets per buyer across the ticket types.
+    pub max_per_buyer: Option<i32>,
     pub ticket_types: Vec<NewTicketType>,
 }
 
@@ -78,6 +83,7 @@ impl EventInput {
         let title = text(&self.title, 200).for_field("title")?;
         let venue = text(&self.venue, 200).for_field("venue")?;
         let description = self.description.trim().to_owned();
+        refuse_control(&description, Lines::Many).for_field("description")?;
         if description.chars().count() > 10_000 {
             return Err(InvalidField::new(
                 "description",
@@ -102,6 +108,10 @@ impl EventInput {
                 "The sale must close after it opens.",
             ));
         }
+        let max_per_buyer = match self.max_per_buyer.trim() {
+            "" => None,
+            raw => Some(whole(raw, 1, MAX_PER_BUYER).for_field("max_per_buyer")? as i32),
+        };
         let status = match self.status.trim() {
             "" | "draft" => EventStatus::Draft,
             "published" => EventStatus::Published,
@@ -155,6 +165,7 @@ impl EventInput {
                 opens_at: sale_opens_at,
                 closes_at: sale_closes_at,
             },
+            max_per_buyer,
             ticket_types,
         })
     }
@@ -209,6 +220,7 @@ fn text(raw: &str, max_chars: usize) -> Result<String, String> {
     if trimmed.is_empty() {
         return Err("This field is required.".into());
     }
+    refuse_control(trimmed, Lines::One)?;
     if trimmed.chars().count() > max_chars {
         return Err(format!("Keep this under {max_chars} characters."));
     }
@@ -299,5 +311,27 @@ mod tests {
             input.parse().unwrap_err().field,
             "ticket_types[0].max_per_buyer"
         );
+    }
+
+    #[test]
+    fn a_nul_byte_names_its_field() {
+        type Spoil = fn(&mut EventInput);
+        let cases: [(Spoil, &str); 4] = [
+            (|i| i.title = "Con\0cert".into(), "title"),
+            (|i| i.venue = "Hall\0".into(), "venue"),
+            (|i| i.description = "Doors\0at 7".into(), "description"),
+            (
+                |i| i.ticket_types[0].name = "\0".into(),
+                "ticket_types[0].name",
+            ),
+        ];
+        for (spoil, field) in cases {
+            let mut input = valid();
+            spoil(&mut input);
+            assert_eq!(input.parse().unwrap_err().field, field);
+        }
+        let mut input = valid();
+        input.description = "Doors at 7.\r\n\tBar open.".into();
+        assert!(input.parse().is_ok());
     }
 }

@@ -3,23 +3,28 @@
 //! parse error names its field); ids, statuses, the sale window, and the
 //! arithmetic of the dashboard's search, pages and chart.
 
+mod buyer_key;
 mod email;
 mod event;
 mod format;
 mod idempotency;
 mod ids;
+mod listing;
 mod money;
 mod order_search;
 mod quantity;
 mod sale_window;
 mod sales_chart;
 mod status;
+mod text;
 
+pub use buyer_key::{BuyerKey, BuyerLimits, LimitBreach};
 pub use email::Email;
 pub use event::{EventInput, MAX_TICKET_TYPES, NewEvent, NewTicketType, TicketTypeInput};
 pub use format::{decimal_price, format_price, format_time};
-pub use idempotency::IdempotencyKey;
+pub use idempotency::{CancelSecret, IdempotencyKey, MAX_KEY_CHARS, MIN_KEY_CHARS};
 pub use ids::{ApiTokenId, EventId, OrderId, OrganizerId, TicketTypeId};
+pub use listing::{EVENTS_PER_PAGE, EventCursor, Quotas};
 pub use money::{Currency, Money};
 pub use order_search::{
     MAX_QUERY_CHARS, ORDERS_PER_PAGE, OrderSearch, contains_pattern, normalise_query, page_count,
@@ -28,6 +33,7 @@ pub use quantity::{MAX_QUANTITY, Quantity};
 pub use sale_window::{SaleState, SaleWindow};
 pub use sales_chart::{Bucket, MAX_CHART_POINTS, SalesChart, SalesPoint};
 pub use status::{EventStatus, OrderStatus};
+pub use text::{Lines, refuse_control};
 
 /// One invalid input field: which one, and a sentence a person can act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,5 +1,8 @@
-//! The dashboard's order list: the search (`?q=&page=`, parsed so that no
-//! query string is ever refused), its `ILIKE` pattern and the page count.
+//! The dashboard's order list: the search (`?q=&page=`, parsed leniently:
+//! only a control character in the search is refused), its `ILIKE` pattern
+//! and the page count.
+
+use super::{InvalidField, Lines, refuse_control};
 
 /// Orders shown per page of the dashboard's order list.
 pub const ORDERS_PER_PAGE: i64 = 50;
@@ -36,8 +39,9 @@ pub fn page_count(matching: i64) -> i64 {
 }
 
 /// `?q=` (email contains, any case) and `?page=` (1-based) of the order
-/// list. Parsed by hand so that no query string is ever refused: a missing
-/// or malformed page is page 1, and one past the end is the last page.
+/// list. Parsed by hand and leniently: a missing or malformed page is page
+/// 1, and one past the end is the last page. Only a search holding a control
+/// character (a NUL would reach Postgres) is refused, naming `q`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderSearch {
     pub q: String,
@@ -45,7 +49,7 @@ pub struct OrderSearch {
 }
 
 impl OrderSearch {
-    pub fn parse(raw: Option<&str>) -> Self {
+    pub fn parse(raw: Option<&str>) -> Result<Self, InvalidField> {
         let mut search = Self {
             q: String::new(),
             page: 1,
@@ -57,6 +61,9 @@ impl OrderSearch {
                 "q" if !seen_q => {
                     seen_q = true;
                     search.q = normalise_query(&value);
+                    refuse_control(&search.q, Lines::One).map_err(|message| {
+                        InvalidField::new("q", format!("The search is not plain text. {message}"))
+                    })?;
                 }
                 "page" if !seen_page => {
                     seen_page = true;
@@ -65,7 +72,7 @@ impl OrderSearch {
                 _ => {}
             }
         }
-        search
+        Ok(search)
     }
 }
 
@@ -93,6 +100,17 @@ mod tests {
     }
 
     #[test]
+    fn a_search_with_a_control_character_is_refused_naming_q() {
+        for raw in ["q=a%00b", "q=%01", "q=x%7F", "page=2&q=a%C2%85b"] {
+            assert_eq!(
+                OrderSearch::parse(Some(raw)).unwrap_err().field,
+                "q",
+                "{raw}"
+            );
+        }
+    }
+
+    #[test]
     fn page_counts() {
         assert_eq!(page_count(0), 1);
         assert_eq!(page_count(1), 1);
@@ -103,8 +121,8 @@ mod tests {
 
     #[test]
     fn searches_parse_leniently() {
-        let parse = |raw: &str| OrderSearch::parse(Some(raw));
-        assert_eq!(OrderSearch::parse(None), parse(""));
+        let parse = |raw: &str| OrderSearch::parse(Some(raw)).unwrap();
+        assert_eq!(OrderSearch::parse(None).unwrap(), parse(""));
         assert_eq!(parse("").page, 1);
         assert_eq!(
             parse("q=+Ada%40X+&page=3"),

@@ -39,7 +39,10 @@ use super::{
     sold_out::SoldOut,
 };
 use crate::{
-    domain::{EventStatus, OrderId, OrderStatus, SaleState, SaleWindow, TicketTypeId},
+    domain::{
+        BuyerKey, BuyerLimits, CancelSecret, EventStatus, OrderId, OrderStatus, SaleState,
+        SaleWindow, TicketTypeId,
+    },
     error::AppError,
 };
 
@@ -254,7 +257,7 @@ async fn sell_batch(
     };
     // A statement of its own, after the lock: it sees what committed meanwhile.
     let event = sqlx::query!(
-        r#"SELECT status AS "status: EventStatus", sale_opens_at, sale_closes_at
+        r#"SELECT status AS "status: EventStatus", sale_opens_at, sale_closes_at, max_per_buyer
            FROM events WHERE id = $1"#,
         locked.event_id,
     )
@@ -266,26 +269,36 @@ async fn sell_batch(
         closes_at: event.sale_closes_at,
     };
 
+    let limits = BuyerLimits {
+        per_ticket_type: locked.max_per_buyer,
+        per_event: event.max_per_buyer,
+    };
+
     let emails: Vec<&str> = jobs.iter().map(|j| j.request.email.as_str()).collect();
     let keys: Vec<&str> = jobs
         .iter()
         .map(|j| j.request.idempotency_key.as_str())
         .collect();
-    let existing = existing_orders(&mut tx, &emails, &keys).await?;
-    let held = holdings(&mut tx, ticket_type_id, &emails).await?;
-
-    let decisions = decide(jobs, &locked, &window, &existing, &held);
-    let selling: Vec<&Job> = jobs
+    let buyers: Vec<BuyerKey> = jobs
         .iter()
+        .map(|j| BuyerKey::from(&j.request.email))
+        .collect();
+    let existing = existing_orders(&mut tx, &emails, &keys).await?;
+    let held = holdings(&mut tx, ticket_type_id, locked.event_id, &buyers).await?;
+
+    let decisions = decide(jobs, &buyers, &locked, limits, &window, &existing, held);
+    let selling: Vec<(&Job, &BuyerKey)> = jobs
+        .iter()
+        .zip(&buyers)
         .zip(&decisions)
         .filter(|(_, d)| matches!(d, Decision::Sell))
-        .map(|(job, _)| job)
+        .map(|(sale, _)| sale)
         .collect();
     let created = if selling.is_empty() {
         tx.rollback().await?;
         Written::default()
     } else {
-        let written = write(&mut tx, ticket_type_id, &locked, &selling).await?;
+        let written = write(&mut tx, ticket_type_id, &locked, limits, &selling).await?;
         tx.commit().await?;
         written
     };
@@ -296,10 +309,17 @@ async fn sell_batch(
         .map(|(job, decision)| match decision {
             Decision::Refuse(err) => Some(Err(err)),
             Decision::Replay(order) => Some(replay(order, &job.request)),
-            Decision::Sell => created
-                .orders
-                .get(&buyer_key(&job.request))
-                .map(|order| Ok(Purchase::Created(order.clone()))),
+            Decision::Sell => {
+                created
+                    .orders
+                    .get(&order_key(&job.request))
+                    .map(|(order, cancel_secret)| {
+                        Ok(Purchase::Created {
+                            order: order.clone(),
+                            cancel_secret: cancel_secret.clone(),
+                        })
+                    })
+            }
             Decision::Twin => None,
         })
         .collect();
@@ -321,7 +341,7 @@ impl Sold {
 }
 
 /// An order's buyer and idempotency key: what makes a purchase the same one.
-fn buyer_key(request: &PurchaseRequest) -> (String, String) {
+fn order_key(request: &PurchaseRequest) -> (String, String) {
     (
         request.email.as_str().to_owned(),
         request.idempotency_key.as_str().to_owned(),
@@ -341,18 +361,20 @@ enum Decision {
 /// before it: the whole of the rules that the writes then re-check.
 fn decide(
     jobs: &[Job],
+    buyers: &[BuyerKey],
     locked: &Locked,
+    limits: BuyerLimits,
     window: &SaleWindow,
     existing: &HashMap<(String, String), Order>,
-    held: &HashMap<String, i32>,
+    mut held: Held,
 ) -> Vec<Decision> {
     let mut remaining = locked.remaining;
-    let mut held = held.clone();
     let mut keys_seen = HashSet::new();
     jobs.iter()
-        .map(|job| {
+        .zip(buyers)
+        .map(|(job, buyer)| {
             let request = &job.request;
-            let key = buyer_key(request);
+            let key = order_key(request);
             if let Some(order) = existing.get(&key) {
                 return Decision::Replay(order.clone());
             }
@@ -391,11 +413,10 @@ fn decide(
                     max: locked.max_per_order,
                 });
             }
-            let holding = held.entry(request.email.as_str().to_owned()).or_insert(0);
-            if *holding + quantity > locked.max_per_buyer {
-                return Decision::Refuse(AppError::BuyerLimit {
-                    max: locked.max_per_buyer,
-                });
+            let of_type = held.of_type.get(buyer.as_str()).copied().unwrap_or(0);
+            let in_event = held.in_event.get(buyer.as_str()).copied().unwrap_or(0);
+            if let Err(breach) = limits.check(of_type, in_event, quantity) {
+                return Decision::Refuse(breach.into());
             }
             if remaining == 0 {
                 return Decision::Refuse(AppError::SoldOut);
@@ -404,7 +425,8 @@ fn decide(
                 return Decision::Refuse(AppError::NotEnoughLeft { remaining });
             }
             remaining -= quantity;
-            *holding += quantity;
+            *held.of_type.entry(buyer.as_str().to_owned()).or_insert(0) += quantity;
+            *held.in_event.entry(buyer.as_str().to_owned()).or_insert(0) += quantity;
             Decision::Sell
         })
         .collect()
@@ -446,57 +468,107 @@ async fn existing_orders(
         .collect())
 }
 
+/// What the batch's buyers hold already, by buyer key: of this ticket type,
+/// and in the whole event.
+#[derive(Debug, Default)]
+struct Held {
+    of_type: HashMap<String, i32>,
+    in_event: HashMap<String, i32>,
+}
+
 async fn holdings(
     tx: &mut Transaction<'_, Postgres>,
     ticket_type_id: TicketTypeId,
-    emails: &[&str],
-) -> Result<HashMap<String, i32>, AppError> {
+    event_id: uuid::Uuid,
+    buyers: &[BuyerKey],
+) -> Result<Held, AppError> {
+    let keys: Vec<&str> = buyers.iter().map(BuyerKey::as_str).collect();
     let rows = sqlx::query!(
-        "SELECT email, quantity FROM buyer_holdings WHERE ticket_type_id = $1 AND email = ANY($2)",
+        r#"SELECT 'type' AS "scope!", buyer_key, quantity FROM buyer_holdings
+           WHERE ticket_type_id = $1 AND buyer_key = ANY($3)
+           UNION ALL
+           SELECT 'event', buyer_key, quantity FROM event_buyer_holdings
+           WHERE event_id = $2 AND buyer_key = ANY($3)"#,
         ticket_type_id.get(),
-        emails as &[&str],
+        event_id,
+        &keys as &[&str],
     )
     .fetch_all(&mut **tx)
     .await?;
-    Ok(rows.into_iter().map(|r| (r.email, r.quantity)).collect())
+    let mut held = Held::default();
+    for row in rows {
+        let (Some(key), Some(quantity)) = (row.buyer_key, row.quantity) else {
+            continue;
+        };
+        match row.scope.as_str() {
+            "type" => held.of_type.insert(key, quantity),
+            _ => held.in_event.insert(key, quantity),
+        };
+    }
+    Ok(held)
 }
 
 #[derive(Default)]
 struct Written {
-    orders: HashMap<(String, String), Order>,
+    /// By buyer and idempotency key: the order and its cancel secret.
+    orders: HashMap<(String, String), (Order, CancelSecret)>,
     remaining: Option<i32>,
 }
 
 /// The batch's writes in one statement. Its guards repeat the decisions:
 /// if the stock `UPDATE` or a holdings upsert refuses, the batch is wrong
-/// and rolls back (the caller then sells each request alone).
+/// and rolls back (the caller then sells each request alone). Holdings rows
+/// are written in buyer key order, so that two batches of one event (two
+/// ticket types) take their locks in the same order.
 async fn write(
     tx: &mut Transaction<'_, Postgres>,
     ticket_type_id: TicketTypeId,
     locked: &Locked,
-    selling: &[&Job],
+    limits: BuyerLimits,
+    selling: &[(&Job, &BuyerKey)],
 ) -> Result<Written, AppError> {
-    let emails: Vec<&str> = selling.iter().map(|j| j.request.email.as_str()).collect();
-    let quantities: Vec<i32> = selling.iter().map(|j| j.request.quantity.get()).collect();
+    let secrets: Vec<CancelSecret> = selling.iter().map(|_| CancelSecret::generate()).collect();
+    let emails: Vec<&str> = selling
+        .iter()
+        .map(|(j, _)| j.request.email.as_str())
+        .collect();
+    let quantities: Vec<i32> = selling
+        .iter()
+        .map(|(j, _)| j.request.quantity.get())
+        .collect();
     let keys: Vec<&str> = selling
         .iter()
-        .map(|j| j.request.idempotency_key.as_str())
+        .map(|(j, _)| j.request.idempotency_key.as_str())
         .collect();
+    let hashes: Vec<Vec<u8>> = secrets.iter().map(CancelSecret::hash).collect();
+    let buyer_keys: Vec<&str> = selling.iter().map(|(_, b)| b.as_str()).collect();
     let largest = quantities.iter().copied().max().unwrap_or(0);
-    let latest = selling.iter().map(|j| j.now).max();
+    let latest = selling.iter().map(|(j, _)| j.now).max();
     let rows = sqlx::query!(
         r#"WITH new_orders AS (
-               INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency)
-               SELECT $1, r.email, r.quantity, r.idempotency_key, $5, $6
-               FROM unnest($2::text[], $3::int4[], $4::text[]) AS r (email, quantity, idempotency_key)
+               INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor,
+                                   currency, cancel_secret_hash, buyer_key)
+               SELECT $1, r.email, r.quantity, r.idempotency_key, $5, $6, r.hash, r.buyer_key
+               FROM unnest($2::text[], $3::int4[], $4::text[], $10::bytea[], $11::text[])
+                    AS r (email, quantity, idempotency_key, hash, buyer_key)
                ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
-               RETURNING id, email, quantity, idempotency_key, status, created_at
+               RETURNING id, email, quantity, idempotency_key, status, created_at, buyer_key
            ), held AS (
-               INSERT INTO buyer_holdings (ticket_type_id, email, quantity)
-               SELECT $1, n.email, sum(n.quantity)::int4 FROM new_orders n GROUP BY n.email
-               ON CONFLICT (ticket_type_id, email) DO UPDATE
+               INSERT INTO buyer_holdings (ticket_type_id, buyer_key, quantity)
+               SELECT $1, n.buyer_key, sum(n.quantity)::int4 FROM new_orders n
+               GROUP BY n.buyer_key ORDER BY n.buyer_key
+               ON CONFLICT (ticket_type_id, buyer_key) DO UPDATE
                    SET quantity = buyer_holdings.quantity + EXCLUDED.quantity
                    WHERE buyer_holdings.quantity + EXCLUDED.quantity <= $7
+               RETURNING 1
+           ), held_in_event AS (
+               INSERT INTO event_buyer_holdings (event_id, buyer_key, quantity)
+               SELECT $12, n.buyer_key, sum(n.quantity)::int4 FROM new_orders n
+               GROUP BY n.buyer_key ORDER BY n.buyer_key
+               ON CONFLICT (event_id, buyer_key) DO UPDATE
+                   SET quantity = event_buyer_holdings.quantity + EXCLUDED.quantity
+                   WHERE event_buyer_holdings.quantity + EXCLUDED.quantity
+                         <= COALESCE($13, event_buyer_holdings.quantity + EXCLUDED.quantity)
                RETURNING 1
            ), seats AS (
                INSERT INTO tickets (order_id, position)
@@ -515,6 +587,7 @@ async fn write(
                   n.idempotency_key AS "idempotency_key!", n.status AS "status!: OrderStatus",
                   n.created_at AS "created_at!",
                   (SELECT count(*) FROM held) AS "held!",
+                  (SELECT count(*) FROM held_in_event) AS "held_in_event!",
                   (SELECT remaining FROM stock) AS "remaining?"
            FROM new_orders n"#,
         ticket_type_id.get(),
@@ -523,41 +596,61 @@ async fn write(
         &keys as &[&str],
         locked.price_minor,
         locked.currency,
-        locked.max_per_buyer,
+        limits.per_ticket_type,
         largest,
         latest,
+        &hashes,
+        &buyer_keys as &[&str],
+        locked.event_id,
+        limits.per_event,
     )
     .fetch_all(&mut **tx)
     .await?;
 
-    let buyers: HashSet<&str> = rows.iter().map(|r| r.email.as_str()).collect();
+    let written_buyers: HashSet<&str> = rows
+        .iter()
+        .filter_map(|r| {
+            selling
+                .iter()
+                .find(|(j, _)| {
+                    j.request.email.as_str() == r.email
+                        && j.request.idempotency_key.as_str() == r.idempotency_key
+                })
+                .map(|(_, b)| b.as_str())
+        })
+        .collect();
     let remaining = rows.first().and_then(|r| r.remaining);
-    if let Some(first) = rows.first()
-        && (first.held != buyers.len() as i64 || remaining.is_none())
-    {
-        return Err(AppError::internal(anyhow::anyhow!(
-            "a batch write was refused by its guards: {} buyers, {} holdings, stock {:?}",
-            buyers.len(),
-            first.held,
-            remaining,
-        )));
+    if let Some(first) = rows.first() {
+        let buyers = written_buyers.len() as i64;
+        if first.held != buyers || first.held_in_event != buyers || remaining.is_none() {
+            return Err(AppError::internal(anyhow::anyhow!(
+                "a batch write was refused by its guards: {buyers} buyers, {} + {} holdings, stock {remaining:?}",
+                first.held,
+                first.held_in_event,
+            )));
+        }
     }
+    let mut secrets: HashMap<(String, String), CancelSecret> = selling
+        .iter()
+        .zip(secrets)
+        .map(|((job, _), secret)| (order_key(&job.request), secret))
+        .collect();
     let orders = rows
         .into_iter()
-        .map(|row| {
-            (
-                (row.email.clone(), row.idempotency_key),
-                Order {
-                    id: OrderId::from(row.id),
-                    ticket_type_id,
-                    email: row.email,
-                    quantity: row.quantity,
-                    status: row.status,
-                    unit_price_minor: locked.price_minor,
-                    currency: locked.currency.clone(),
-                    created_at: row.created_at,
-                },
-            )
+        .filter_map(|row| {
+            let key = (row.email.clone(), row.idempotency_key);
+            let secret = secrets.remove(&key)?;
+            let order = Order {
+                id: OrderId::from(row.id),
+                ticket_type_id,
+                email: row.email,
+                quantity: row.quantity,
+                status: row.status,
+                unit_price_minor: locked.price_minor,
+                currency: locked.currency.clone(),
+                created_at: row.created_at,
+            };
+            Some((key, (order, secret)))
         })
         .collect();
     Ok(Written { orders, remaining })

@@ -1,47 +1,71 @@
-//! Cancelling: one order (its tickets go back on sale and the buyer's limit
-//! is freed), or a whole event.
+//! Cancelling: one order by its buyer, who holds the order's cancel secret
+//! (its tickets go back on sale and the buyer's limit is freed), or a whole
+//! event by its organizer.
 
 use sqlx::PgPool;
 
 use super::{Order, find_by_id};
 use crate::{
     db,
-    domain::{EventId, OrderId, OrganizerId},
+    domain::{CancelSecret, EventId, OrderId, OrganizerId},
     error::AppError,
 };
 
 /// Cancel a confirmed order and return its tickets to sale, in one
-/// transaction. The status check in the UPDATE makes a second cancel (even a
-/// concurrent one) a no-op that reports [`AppError::AlreadyCancelled`].
-#[tracing::instrument(skip(db))]
-pub async fn cancel(db: &PgPool, order_id: OrderId) -> Result<Order, AppError> {
+/// transaction. Only the holder of the order's cancel secret may: the UPDATE
+/// matches the secret's hash, so the order id alone cancels nothing
+/// ([`AppError::Forbidden`]). The status check in the UPDATE makes a second
+/// cancel (even a concurrent one) a no-op that reports
+/// [`AppError::AlreadyCancelled`].
+#[tracing::instrument(skip(db, secret))]
+pub async fn cancel(
+    db: &PgPool,
+    order_id: OrderId,
+    secret: Option<&CancelSecret>,
+) -> Result<Order, AppError> {
+    let hash = secret.map(CancelSecret::hash);
     let mut tx = db.begin().await?;
     let order = sqlx::query!(
-        "UPDATE orders SET status = 'cancelled', cancelled_at = now()
-         WHERE id = $1 AND status = 'confirmed'
-         RETURNING ticket_type_id, email, quantity",
+        r#"UPDATE orders SET status = 'cancelled', cancelled_at = now()
+           WHERE id = $1 AND status = 'confirmed' AND cancel_secret_hash = $2
+           RETURNING ticket_type_id, COALESCE(buyer_key, email) AS "buyer_key!", quantity"#,
         order_id.get(),
+        hash.as_deref(),
     )
     .fetch_optional(&mut *tx)
     .await?;
     let Some(order) = order else {
         tx.rollback().await?;
-        return match find_by_id(db, order_id).await? {
-            Some(_) => Err(AppError::AlreadyCancelled),
+        return match secret_matches(db, order_id, hash.as_deref()).await? {
             None => Err(AppError::NotFound),
+            Some(false) => Err(AppError::Forbidden(
+                "Only the link from the order's confirmation can cancel it.",
+            )),
+            Some(true) => Err(AppError::AlreadyCancelled),
         };
     };
+    // The ticket type's row before the holdings: the engine's batches lock
+    // in that order (the row, then holdings), so the two cannot deadlock.
     sqlx::query!(
-        "UPDATE buyer_holdings SET quantity = quantity - $3 WHERE ticket_type_id = $1 AND email = $2",
+        "UPDATE ticket_types SET remaining = remaining + $2 WHERE id = $1",
         order.ticket_type_id,
-        order.email,
         order.quantity,
     )
     .execute(&mut *tx)
     .await?;
     sqlx::query!(
-        "UPDATE ticket_types SET remaining = remaining + $2 WHERE id = $1",
+        "UPDATE buyer_holdings SET quantity = quantity - $3 WHERE ticket_type_id = $1 AND buyer_key = $2",
         order.ticket_type_id,
+        order.buyer_key,
+        order.quantity,
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "UPDATE event_buyer_holdings h SET quantity = h.quantity - $3
+         FROM ticket_types t WHERE t.id = $1 AND h.event_id = t.event_id AND h.buyer_key = $2",
+        order.ticket_type_id,
+        order.buyer_key,
         order.quantity,
     )
     .execute(&mut *tx)
@@ -50,10 +74,26 @@ pub async fn cancel(db: &PgPool, order_id: OrderId) -> Result<Order, AppError> {
     find_by_id(db, order_id).await?.ok_or(AppError::NotFound)
 }
 
+/// Whether `hash` is the order's cancel secret hash; `None` without the order.
+async fn secret_matches(
+    db: &PgPool,
+    order_id: OrderId,
+    hash: Option<&[u8]>,
+) -> Result<Option<bool>, AppError> {
+    Ok(sqlx::query_scalar!(
+        r#"SELECT coalesce(cancel_secret_hash = $2, false) AS "matches!"
+           FROM orders WHERE id = $1"#,
+        order_id.get(),
+        hash,
+    )
+    .fetch_optional(db)
+    .await?)
+}
+
 /// Cancel an event: stop its sales, then cancel every live order and return
-/// the tickets. Two transactions, each taking its locks in the order that
-/// purchases and order cancellations do (orders, then buyer holdings, then
-/// the ticket type), so neither can deadlock with them:
+/// the tickets. Two transactions; once the first has committed, no purchase
+/// takes a holdings row of the event any more, so the second cannot
+/// deadlock with one:
 /// 1. mark the event cancelled and set `sales_halted` on its ticket types.
 ///    Taking those row locks waits for purchases holding them to commit;
 ///    purchases that come later re-check `sales_halted` and refuse;
@@ -98,6 +138,12 @@ pub async fn cancel_event(
     sqlx::query!(
         "UPDATE buyer_holdings h SET quantity = 0 FROM ticket_types t
          WHERE t.id = h.ticket_type_id AND t.event_id = $1 AND h.quantity <> 0",
+        event_id.get(),
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "UPDATE event_buyer_holdings SET quantity = 0 WHERE event_id = $1 AND quantity <> 0",
         event_id.get(),
     )
     .execute(&mut *tx)

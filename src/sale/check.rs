@@ -6,7 +6,7 @@ use time::OffsetDateTime;
 
 use super::PurchaseRequest;
 use crate::{
-    domain::{EventStatus, OrderId, Quantity, SaleState, SaleWindow},
+    domain::{BuyerLimits, EventStatus, OrderId, Quantity, SaleState, SaleWindow},
     error::AppError,
 };
 
@@ -17,6 +17,8 @@ pub(super) struct SaleCheck {
     pub remaining: i32,
     pub max_per_order: i32,
     pub max_per_buyer: i32,
+    /// The event's limit per buyer across its ticket types, if it has one.
+    pub event_max_per_buyer: Option<i32>,
     pub window: SaleWindow,
 }
 
@@ -28,6 +30,7 @@ impl SaleCheck {
             r#"SELECT (SELECT o.id FROM orders o WHERE o.email = $2 AND o.idempotency_key = $3)
                           AS "existing_order?",
                       t.remaining, t.max_per_order, t.max_per_buyer,
+                      e.max_per_buyer AS event_max_per_buyer,
                       e.status AS "status: EventStatus", e.sale_opens_at, e.sale_closes_at
                FROM ticket_types t JOIN events e ON e.id = t.event_id
                WHERE t.id = $1 AND ($4::uuid IS NULL OR t.event_id = $4)"#,
@@ -43,12 +46,20 @@ impl SaleCheck {
             remaining: row.remaining,
             max_per_order: row.max_per_order,
             max_per_buyer: row.max_per_buyer,
+            event_max_per_buyer: row.event_max_per_buyer,
             window: SaleWindow {
                 status: row.status,
                 opens_at: row.sale_opens_at,
                 closes_at: row.sale_closes_at,
             },
         }))
+    }
+
+    pub fn limits(&self) -> BuyerLimits {
+        BuyerLimits {
+            per_ticket_type: self.max_per_buyer,
+            per_event: self.event_max_per_buyer,
+        }
     }
 
     /// Why this purchase cannot succeed now, if it cannot.
@@ -71,6 +82,8 @@ impl SaleCheck {
                 max: self.max_per_order,
             });
         }
+        // Nothing held yet can only make it worse: what already cannot fit.
+        self.limits().check(0, 0, quantity.get())?;
         if self.remaining == 0 {
             return Err(AppError::SoldOut);
         }

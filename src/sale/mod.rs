@@ -39,7 +39,9 @@ use single::Locking;
 use sold_out::SoldOut;
 
 use crate::{
-    domain::{Email, EventId, IdempotencyKey, OrderId, OrderStatus, Quantity, TicketTypeId},
+    domain::{
+        CancelSecret, Email, EventId, IdempotencyKey, OrderId, OrderStatus, Quantity, TicketTypeId,
+    },
     error::AppError,
 };
 
@@ -177,7 +179,7 @@ impl Sales {
             .instrument(span.clone())
             .await;
         let outcome = match &result {
-            Ok(Purchase::Created(_)) => "created",
+            Ok(Purchase::Created { .. }) => "created",
             Ok(Purchase::Replayed(_)) => "replayed",
             Err(err) => err.code(),
         };
@@ -251,8 +253,12 @@ pub struct Order {
 /// The outcome of a purchase that holds tickets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Purchase {
-    /// This request wrote the order.
-    Created(Order),
+    /// This request wrote the order. Its cancel secret exists only here: the
+    /// table keeps its hash, so a replay cannot give it again.
+    Created {
+        order: Order,
+        cancel_secret: CancelSecret,
+    },
     /// An earlier request with the same buyer and key did; this is its order.
     Replayed(Order),
 }
@@ -260,7 +266,15 @@ pub enum Purchase {
 impl Purchase {
     pub fn order(&self) -> &Order {
         match self {
-            Self::Created(order) | Self::Replayed(order) => order,
+            Self::Created { order, .. } | Self::Replayed(order) => order,
+        }
+    }
+
+    /// The cancel secret, on the answer that created the order only.
+    pub fn cancel_secret(&self) -> Option<&CancelSecret> {
+        match self {
+            Self::Created { cancel_secret, .. } => Some(cancel_secret),
+            Self::Replayed(_) => None,
         }
     }
 }

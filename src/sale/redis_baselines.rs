@@ -65,7 +65,7 @@ pub(super) async fn purchase(
         };
     }
     let result = single::purchase(db, now, request, Locking::AtTheEnd).await;
-    if !matches!(result, Ok(Purchase::Created(_))) {
+    if !matches!(result, Ok(Purchase::Created { .. })) {
         let _: Result<i64, _> = conn.incr(&key, quantity).await;
     }
     result

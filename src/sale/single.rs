@@ -6,8 +6,11 @@
 //! 1. insert the order (unique per buyer and idempotency key: a concurrent
 //!    duplicate waits here and then replays the winner's order) and its
 //!    tickets, one row per seat with an unguessable code;
-//! 2. add the quantity to the buyer's holdings with a conditional upsert
-//!    (the per-buyer limit, enforced on one row per buyer and ticket type);
+//! 2. add the quantity to the buyer's holdings with conditional upserts:
+//!    the per-buyer limit of the ticket type, on one row per (ticket type,
+//!    buyer key), and the event's optional limit across its ticket types, on
+//!    one row per (event, buyer key). The buyer key is the folded email
+//!    (`domain::BuyerKey`); the order keeps the email as given;
 //! 3. the conditional `UPDATE ticket_types SET remaining = remaining - $n
 //!    WHERE id = $1 AND remaining - $n >= 0` plus the sale window
 //!    (`sale_open(...)`, the SQL twin of `domain::SaleWindow`) and the
@@ -23,7 +26,10 @@ use time::OffsetDateTime;
 use super::{
     Order, Purchase, PurchaseRequest, check::SaleCheck, find_by_id, replay, replay_by_key,
 };
-use crate::{domain::OrderStatus, error::AppError};
+use crate::{
+    domain::{BuyerKey, CancelSecret, OrderStatus},
+    error::AppError,
+};
 
 /// When the ticket type row is locked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,12 +69,15 @@ pub(super) async fn purchase(
         .fetch_optional(&mut *tx)
         .await?;
     }
+    let cancel_secret = CancelSecret::generate();
+    let buyer = BuyerKey::from(&request.email);
 
     // 1. The order row; ON CONFLICT waits for a concurrent twin to finish.
     let order = sqlx::query_as!(
         Order,
-        r#"INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency)
-           SELECT t.id, $2, $3, $4, t.price_minor, t.currency FROM ticket_types t WHERE t.id = $1
+        r#"INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency,
+                               cancel_secret_hash, buyer_key)
+           SELECT t.id, $2, $3, $4, t.price_minor, t.currency, $5, $6 FROM ticket_types t WHERE t.id = $1
            ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
            RETURNING id, ticket_type_id, email, quantity, status AS "status: OrderStatus",
                      unit_price_minor, currency, created_at"#,
@@ -76,6 +85,8 @@ pub(super) async fn purchase(
         request.email.as_str(),
         quantity,
         request.idempotency_key.as_str(),
+        cancel_secret.hash(),
+        buyer.as_str(),
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -93,18 +104,19 @@ pub(super) async fn purchase(
     .execute(&mut *tx)
     .await?;
 
-    // 2. The per-buyer limit, on the buyer's own row (concurrent purchases by
-    //    one buyer queue on it; a blocked upsert re-reads the new total).
+    // 2. The per-buyer limits, on the buyer key's own rows (concurrent
+    //    purchases by one buyer queue on them; a blocked upsert re-reads the
+    //    new total). First the ticket type's limit...
     let held = sqlx::query_scalar!(
-        r#"INSERT INTO buyer_holdings (ticket_type_id, email, quantity)
+        r#"INSERT INTO buyer_holdings (ticket_type_id, buyer_key, quantity)
            SELECT t.id, $2, $3 FROM ticket_types t WHERE t.id = $1 AND $3 <= t.max_per_buyer
-           ON CONFLICT (ticket_type_id, email) DO UPDATE
+           ON CONFLICT (ticket_type_id, buyer_key) DO UPDATE
                SET quantity = buyer_holdings.quantity + EXCLUDED.quantity
                WHERE buyer_holdings.quantity + EXCLUDED.quantity
                      <= (SELECT max_per_buyer FROM ticket_types WHERE id = EXCLUDED.ticket_type_id)
            RETURNING quantity"#,
         request.ticket_type_id.get(),
-        request.email.as_str(),
+        buyer.as_str(),
         quantity,
     )
     .fetch_optional(&mut *tx)
@@ -114,6 +126,32 @@ pub(super) async fn purchase(
         return Err(AppError::BuyerLimit {
             max: check.max_per_buyer,
         });
+    }
+    // ...then the event's, across its ticket types. The row is kept whether
+    // or not the event has a limit, so a limit set later counts it all.
+    let held_in_event = sqlx::query_scalar!(
+        r#"INSERT INTO event_buyer_holdings (event_id, buyer_key, quantity)
+           SELECT e.id, $2, $3 FROM ticket_types t JOIN events e ON e.id = t.event_id
+           WHERE t.id = $1 AND $3 <= COALESCE(e.max_per_buyer, $3)
+           ON CONFLICT (event_id, buyer_key) DO UPDATE
+               SET quantity = event_buyer_holdings.quantity + EXCLUDED.quantity
+               WHERE event_buyer_holdings.quantity + EXCLUDED.quantity
+                     <= COALESCE((SELECT max_per_buyer FROM events WHERE id = EXCLUDED.event_id),
+                                 event_buyer_holdings.quantity + EXCLUDED.quantity)
+           RETURNING quantity"#,
+        request.ticket_type_id.get(),
+        buyer.as_str(),
+        quantity,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if held_in_event.is_none() {
+        tx.rollback().await?;
+        let max = SaleCheck::load(db, request)
+            .await?
+            .and_then(|check| check.event_max_per_buyer)
+            .unwrap_or(0);
+        return Err(AppError::EventBuyerLimit { max });
     }
 
     // 3. The stock: one row affected or nothing is sold.
@@ -143,5 +181,8 @@ pub(super) async fn purchase(
     }
     tx.commit().await?;
     tracing::debug!(order_id = %order.id, "order committed");
-    Ok(Purchase::Created(order))
+    Ok(Purchase::Created {
+        order,
+        cancel_secret,
+    })
 }

@@ -24,6 +24,7 @@ use tower_sessions::session_store::ExpiredDeletion as _;
 
 use crate::{
     config::ServeArgs,
+    domain::Quotas,
     sale::EngineSettings,
     web::{self, AppState, Limits, per_client::PerClient, purchase_limits::PurchaseRates},
 };
@@ -91,6 +92,11 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         idle_timeout: Duration::from_secs(args.idle_timeout_secs),
         request_timeout,
     };
+    let quotas = Quotas {
+        published_events: args.quota_published_events,
+        ticket_types_per_event: args.quota_ticket_types_per_event,
+        total_capacity: args.quota_total_capacity,
+    };
     let batches = EngineSettings {
         max_batch: args.batch_max as usize,
         queue_capacity: args.batch_queue as usize,
@@ -102,7 +108,9 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     }
     let state = state
         .with_limits(limits)
-        .with_secure_cookies(args.secure_cookies);
+        .with_secure_cookies(args.secure_cookies)
+        .with_quotas(quotas)
+        .with_list_cache_ttl(Duration::from_millis(args.list_cache_ms));
     let app = crate::app(state);
     // Expired organizer sessions are deleted hourly in the background.
     let sweeper = tokio::spawn(

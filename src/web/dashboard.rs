@@ -25,7 +25,7 @@ pub async fn show(
     RawQuery(query): RawQuery,
 ) -> Result<Markup, AppError> {
     let detail = db::events::find_owned(&state.db, organizer.id, parse_id(&id)?).await?;
-    let search = OrderSearch::parse(query.as_deref());
+    let search = OrderSearch::parse(query.as_deref())?;
     let dashboard = db::dashboard::load(
         &state.db,
         organizer.id,
@@ -46,8 +46,7 @@ pub async fn orders_csv(
     Path(id): Path<String>,
 ) -> Result<Response, AppError> {
     let detail = db::events::find_owned(&state.db, organizer.id, parse_id(&id)?).await?;
-    let rows = db::dashboard::export_orders(&state.db, organizer.id, detail.event.id).await?;
-    let body = export::orders_csv(&rows)?;
+    let body = export::orders_csv_body(state.db.clone(), organizer.id, detail.event.id)?;
     let disposition = HeaderValue::try_from(format!(
         "attachment; filename=\"orders-{}.csv\"",
         detail.event.id

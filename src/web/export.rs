@@ -1,10 +1,131 @@
-//! The organizer's CSV export of an event's orders: not a page, a file.
+//! The organizer's CSV export of an event's orders: not a page, a file,
+//! streamed. Rows come off the database connection as the client reads
+//! them, are written into chunks of about [`CHUNK_BYTES`], and at most
+//! [`CHUNKS_AHEAD`] chunks wait in memory: an export's memory stays
+//! constant however many orders it holds. Exports hold a database
+//! connection while they run, so at most [`MAX_EXPORTS`] run at once (503
+//! beyond) and one whose client stops reading for [`STALL`] is cut off.
 
-use std::borrow::Cow;
+use std::{
+    borrow::Cow,
+    pin::Pin,
+    task::{Context, Poll},
+    time::Duration,
+};
 
+use axum::body::{Body, Bytes};
+use futures_util::StreamExt as _;
+use http_body::Frame;
+use sqlx::PgPool;
 use time::{UtcOffset, format_description::well_known::Rfc3339};
+use tokio::sync::{Semaphore, mpsc};
 
-use crate::{db::dashboard::ExportRow, error::AppError};
+use crate::{
+    db::{self, dashboard::ExportRow},
+    domain::{EventId, OrganizerId},
+    error::AppError,
+};
+
+/// Bytes per chunk of the streamed body (a row may take a chunk past it).
+pub const CHUNK_BYTES: usize = 32 * 1024;
+/// Chunks written ahead of the client.
+pub const CHUNKS_AHEAD: usize = 4;
+/// Exports running at once in this process.
+pub const MAX_EXPORTS: usize = 4;
+/// How long an export waits for a client that reads nothing.
+pub const STALL: Duration = Duration::from_secs(30);
+
+static EXPORTS: Semaphore = Semaphore::const_new(MAX_EXPORTS);
+
+type Chunk = Result<Bytes, std::io::Error>;
+
+/// A response body fed by the export task through a bounded channel.
+struct ChannelBody(mpsc::Receiver<Chunk>);
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|chunk| chunk.map(Frame::data)))
+    }
+}
+
+/// The export of one event's orders as a streamed CSV body; 503 when
+/// [`MAX_EXPORTS`] are running.
+pub fn orders_csv_body(
+    db: PgPool,
+    organizer_id: OrganizerId,
+    event_id: EventId,
+) -> Result<Body, AppError> {
+    let permit = EXPORTS.try_acquire().map_err(|_| AppError::Overloaded)?;
+    let (tx, rx) = mpsc::channel::<Chunk>(CHUNKS_AHEAD);
+    tokio::spawn(async move {
+        let _permit = permit;
+        if let Err(err) = stream_rows(&db, organizer_id, event_id, &tx).await {
+            tracing::warn!(%event_id, error = %err, "CSV export cut short");
+            // The client sees the body end in an error, not a short file.
+            let _ = tx.send(Err(std::io::Error::other(err.to_string()))).await;
+        }
+    });
+    Ok(Body::new(ChannelBody(rx)))
+}
+
+/// Why an export stopped before its end.
+#[derive(Debug, thiserror::Error)]
+enum Cut {
+    #[error("database: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("{0}")]
+    Csv(#[from] AppError),
+    #[error("the client stopped reading")]
+    Stalled,
+    #[error("the client went away")]
+    Gone,
+}
+
+async fn stream_rows(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    event_id: EventId,
+    tx: &mpsc::Sender<Chunk>,
+) -> Result<(), Cut> {
+    let send = |chunk: Vec<u8>| async move {
+        match tokio::time::timeout(STALL, tx.send(Ok(Bytes::from(chunk)))).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(Cut::Gone),
+            Err(_) => Err(Cut::Stalled),
+        }
+    };
+    let new_writer = || csv::Writer::from_writer(Vec::with_capacity(CHUNK_BYTES * 2));
+    let mut writer = new_writer();
+    writer
+        .write_record(CSV_HEADER)
+        .map_err(AppError::internal)?;
+    let mut rows = db::dashboard::export_orders(db, organizer_id, event_id);
+    while let Some(row) = rows.next().await {
+        write_row(&mut writer, &row?)?;
+        if writer.get_ref().len() >= CHUNK_BYTES {
+            let full = std::mem::replace(&mut writer, new_writer());
+            let chunk = full
+                .into_inner()
+                .map_err(|err| AppError::internal(err.into_error()))?;
+            send(chunk).await?;
+        }
+    }
+    let last = writer
+        .into_inner()
+        .map_err(|err| AppError::internal(err.into_error()))?;
+    if !last.is_empty() {
+        send(last).await?;
+    }
+    Ok(())
+}
 
 /// The columns of the CSV export, in order.
 pub const CSV_HEADER: [&str; 9] = [
@@ -29,37 +150,28 @@ pub fn neutralise_cell(cell: &str) -> Cow<'_, str> {
     }
 }
 
-/// Every order as CSV (RFC 4180, quoted where needed, UTF-8), every cell
-/// neutralised against formula injection.
-pub fn orders_csv(rows: &[ExportRow]) -> Result<Vec<u8>, AppError> {
-    let mut writer = csv::Writer::from_writer(Vec::new());
-    writer
-        .write_record(CSV_HEADER)
+/// One order as a CSV record (RFC 4180, quoted where needed, UTF-8), every
+/// cell neutralised against formula injection.
+fn write_row(writer: &mut csv::Writer<Vec<u8>>, row: &ExportRow) -> Result<(), AppError> {
+    let created_at = row
+        .created_at
+        .to_offset(UtcOffset::UTC)
+        .format(&Rfc3339)
         .map_err(AppError::internal)?;
-    for row in rows {
-        let created_at = row
-            .created_at
-            .to_offset(UtcOffset::UTC)
-            .format(&Rfc3339)
-            .map_err(AppError::internal)?;
-        let cells = [
-            row.id.to_string(),
-            created_at,
-            row.email.clone(),
-            row.ticket_type.clone(),
-            row.quantity.to_string(),
-            row.unit_price_minor.to_string(),
-            row.currency.clone(),
-            row.status.to_string(),
-            row.ticket_codes.clone(),
-        ];
-        writer
-            .write_record(cells.iter().map(|cell| neutralise_cell(cell).into_owned()))
-            .map_err(AppError::internal)?;
-    }
+    let cells = [
+        row.id.to_string(),
+        created_at,
+        row.email.clone(),
+        row.ticket_type.clone(),
+        row.quantity.to_string(),
+        row.unit_price_minor.to_string(),
+        row.currency.clone(),
+        row.status.to_string(),
+        row.ticket_codes.clone(),
+    ];
     writer
-        .into_inner()
-        .map_err(|err| AppError::internal(err.into_error()))
+        .write_record(cells.iter().map(|cell| neutralise_cell(cell).into_owned()))
+        .map_err(AppError::internal)
 }
 
 #[cfg(test)]

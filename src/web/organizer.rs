@@ -56,7 +56,7 @@ pub async fn create(
 ) -> Result<Response, AppError> {
     let input = event_input(&fields)?;
     let result = match input.parse() {
-        Ok(new) => db::events::create(&state.db, organizer.id, &new).await,
+        Ok(new) => db::events::create(&state.db, organizer.id, &state.quotas, &new).await,
         Err(invalid) => Err(invalid.into()),
     };
     match result {
@@ -93,7 +93,16 @@ pub async fn update(
     let detail = db::events::find_owned(&state.db, organizer.id, parse_id(&id)?).await?;
     let input = event_input(&fields)?;
     let result = match input.parse() {
-        Ok(new) => db::events::update(&state.db, organizer.id, detail.event.id, &new).await,
+        Ok(new) => {
+            db::events::update(
+                &state.db,
+                organizer.id,
+                &state.quotas,
+                detail.event.id,
+                &new,
+            )
+            .await
+        }
         Err(invalid) => Err(invalid.into()),
     };
     match result {
@@ -145,7 +154,7 @@ async fn set_status(
     status: EventStatus,
 ) -> Result<Redirect, AppError> {
     let event_id: EventId = parse_id(id)?;
-    db::events::set_status(&state.db, organizer.id, event_id, status).await?;
+    db::events::set_status(&state.db, organizer.id, &state.quotas, event_id, status).await?;
     state.events.forget(event_id).await;
     Ok(Redirect::to(&format!("/organizer/events/{event_id}")))
 }
@@ -208,6 +217,7 @@ fn event_input(fields: &FormFields) -> Result<EventInput, AppError> {
         sale_opens_at: fields.get("sale_opens_at").to_owned(),
         sale_closes_at: fields.get("sale_closes_at").to_owned(),
         status: fields.get("status").to_owned(),
+        max_per_buyer: fields.get("max_per_buyer").to_owned(),
         ticket_types,
     })
 }
@@ -225,6 +235,10 @@ fn input_from(detail: &EventDetail) -> EventInput {
             .map(views::datetime_local)
             .unwrap_or_default(),
         status: event.status.as_str().to_owned(),
+        max_per_buyer: event
+            .max_per_buyer
+            .map(|n| n.to_string())
+            .unwrap_or_default(),
         ticket_types: detail
             .ticket_types
             .iter()

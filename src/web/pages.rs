@@ -1,28 +1,56 @@
 //! Buyer pages: thin handlers around `sale` and `db`.
 
 use axum::{
-    extract::{Path, State},
+    extract::{Path, RawQuery, State},
     response::{IntoResponse, Redirect, Response},
 };
 use maud::Markup;
+use std::sync::Arc;
 
 use super::{
     AppState,
     extract::{FormFields, PageContext, parse_id},
+    list_cache::EventPage,
     views::{self, FormError, events::BuyForm},
 };
 use crate::{
     db,
     domain::{
-        Email, EventId, ForField, IdempotencyKey, InvalidField, OrderId, Quantity, TicketTypeId,
+        CancelSecret, Email, EventCursor, EventId, ForField, IdempotencyKey, InvalidField, OrderId,
+        Quantity, TicketTypeId,
     },
     error::AppError,
     sale::{self, PurchaseRequest},
 };
 
-pub async fn index(State(state): State<AppState>, ctx: PageContext) -> Result<Markup, AppError> {
-    let events = db::events::list_published(&state.db, state.clock.now()).await?;
-    Ok(views::events::index(&ctx, &events))
+/// `/[?after=cursor]`: a page of upcoming events.
+pub async fn index(
+    State(state): State<AppState>,
+    ctx: PageContext,
+    RawQuery(query): RawQuery,
+) -> Result<Markup, AppError> {
+    let page = public_page(&state, query.as_deref()).await?;
+    Ok(views::events::index(&ctx, &page.events, page.next))
+}
+
+/// The page of the public list that `?after=` names, through the shared
+/// cache (both `/` and `/api/v1/events` read it).
+pub async fn public_page(
+    state: &AppState,
+    query: Option<&str>,
+) -> Result<Arc<EventPage>, AppError> {
+    let after = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .find(|(key, _)| key == "after")
+        .map(|(_, value)| value.into_owned());
+    let cursor = EventCursor::parse(after.as_deref())?;
+    let now = state.clock.now();
+    state
+        .public_list
+        .get(cursor, || async move {
+            let (events, next) = db::events::list_published_page(&state.db, now, cursor).await?;
+            Ok(EventPage { events, next })
+        })
+        .await
 }
 
 pub async fn event(
@@ -64,7 +92,8 @@ pub async fn buy(
     };
     let err = match result {
         Ok(purchase) => {
-            return Ok(Redirect::to(&format!("/orders/{}", purchase.order().id)).into_response());
+            let to = order_url(purchase.order().id, purchase.cancel_secret());
+            return Ok(Redirect::to(&to).into_response());
         }
         Err(err @ (AppError::Overloaded | AppError::Internal(_))) => return Err(err),
         Err(err) => err,
@@ -97,29 +126,57 @@ fn purchase_request(event_id: EventId, form: &BuyForm) -> Result<PurchaseRequest
     })
 }
 
+/// The order page's address; with the cancel secret, the one that can cancel.
+pub fn order_url(order_id: OrderId, secret: Option<&CancelSecret>) -> String {
+    match secret {
+        Some(secret) => format!("/orders/{order_id}?s={}", secret.as_str()),
+        None => format!("/orders/{order_id}"),
+    }
+}
+
+/// `s` from a query string or form, as a cancel secret.
+fn secret_in(pairs: &[u8]) -> Option<CancelSecret> {
+    form_urlencoded::parse(pairs)
+        .find(|(key, _)| key == "s")
+        .and_then(|(_, value)| CancelSecret::parse(&value))
+}
+
 pub async fn order(
     State(state): State<AppState>,
     ctx: PageContext,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
 ) -> Result<Markup, AppError> {
     let order_id: OrderId = parse_id(&id)?;
+    let secret = secret_in(query.unwrap_or_default().as_bytes());
     let (order, context, tickets) = tokio::try_join!(
         sale::find_by_id(&state.db, order_id),
         db::orders::context(&state.db, order_id),
         db::orders::tickets(&state.db, order_id)
     )?;
     let order = order.ok_or(AppError::NotFound)?;
-    Ok(views::orders::page(&ctx, &order, &context, &tickets))
+    Ok(views::orders::page(
+        &ctx,
+        &order,
+        &context,
+        &tickets,
+        secret.as_ref(),
+    ))
 }
 
+/// The buyer's cancel: the form carries the secret from the page's URL.
 pub async fn cancel(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    fields: FormFields,
 ) -> Result<Redirect, AppError> {
     let order_id: OrderId = parse_id(&id)?;
-    match sale::cancel(&state.db, order_id).await {
+    let secret = CancelSecret::parse(fields.get("s"));
+    match sale::cancel(&state.db, order_id, secret.as_ref()).await {
         // A double click on "Cancel" lands on the cancelled order as well.
-        Ok(_) | Err(AppError::AlreadyCancelled) => Ok(Redirect::to(&format!("/orders/{order_id}"))),
+        Ok(_) | Err(AppError::AlreadyCancelled) => {
+            Ok(Redirect::to(&order_url(order_id, secret.as_ref())))
+        }
         Err(err) => Err(err),
     }
 }

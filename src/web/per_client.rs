@@ -22,6 +22,25 @@ impl ClientKey {
     }
 }
 
+/// The log-in limiter's key (`tower_governor`): the peer address from
+/// `ConnectInfo`, as a [`ClientKey`].
+#[derive(Debug, Clone, Copy)]
+pub struct ClientKeyExtractor;
+
+impl tower_governor::key_extractor::KeyExtractor for ClientKeyExtractor {
+    type Key = ClientKey;
+
+    fn extract<T>(
+        &self,
+        req: &http::Request<T>,
+    ) -> Result<Self::Key, tower_governor::GovernorError> {
+        req.extensions()
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|axum::extract::ConnectInfo(addr)| ClientKey::of(addr.ip()))
+            .ok_or(tower_governor::GovernorError::UnableToExtractKey)
+    }
+}
+
 /// At most `cap` slots per client at once; `cap` 0 means no cap (behind a
 /// proxy every connection comes from the proxy's address).
 #[derive(Debug, Clone)]

@@ -8,12 +8,17 @@ use tower_sessions_sqlx_store::PostgresStore;
 
 use super::{
     event_cache::EventCache,
+    list_cache::ListCache,
     purchase_limits::{PurchaseLimits, PurchaseRates},
 };
 use crate::{
     clock::{Clock, SystemClock},
+    domain::Quotas,
     sale::{EngineSettings, Sales, Strategy},
 };
+
+/// How long a page of the public event list is served from memory.
+pub const DEFAULT_LIST_CACHE_TTL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -61,6 +66,10 @@ pub struct AppState {
     pub limits: Limits,
     /// Mark cookies `Secure` (serve over https).
     pub secure_cookies: bool,
+    /// What one organizer may create.
+    pub quotas: Quotas,
+    /// The public event list's short shared cache.
+    pub public_list: Arc<ListCache>,
 }
 
 impl AppState {
@@ -73,7 +82,20 @@ impl AppState {
             clock: Arc::new(SystemClock),
             limits: Limits::default(),
             secure_cookies: false,
+            quotas: Quotas::default(),
+            public_list: Arc::new(ListCache::new(DEFAULT_LIST_CACHE_TTL)),
         }
+    }
+
+    pub fn with_quotas(mut self, quotas: Quotas) -> Self {
+        self.quotas = quotas;
+        self
+    }
+
+    /// Serve pages of the public list from memory for `ttl` (zero: never).
+    pub fn with_list_cache_ttl(mut self, ttl: Duration) -> Self {
+        self.public_list = Arc::new(ListCache::new(ttl));
+        self
     }
 
     pub fn with_clock(mut self, clock: impl Clock) -> Self {

@@ -87,6 +87,7 @@ pub fn new_event_form(title: &str) -> Fields {
         ("sale_opens_at", "2020-01-01T10:00"),
         ("sale_closes_at", ""),
         ("status", "published"),
+        ("max_per_buyer", ""),
         ("tt_name_0", "Standing"),
         ("tt_price_0", "25.00"),
         ("tt_currency_0", "EUR"),

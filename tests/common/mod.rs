@@ -118,6 +118,7 @@ pub async fn event_with_window(
         sale_opens_at: rfc(opens),
         sale_closes_at: closes.map(rfc).unwrap_or_default(),
         status: status.into(),
+        max_per_buyer: String::new(),
         ticket_types: specs
             .iter()
             .enumerate()
@@ -135,7 +136,7 @@ pub async fn event_with_window(
     };
     let new = input.parse().expect("valid fixture event");
     let organizer_id = fixture_organizer(pool).await;
-    let event_id = db::events::create(pool, organizer_id.into(), &new)
+    let event_id = db::events::create(pool, organizer_id.into(), &Default::default(), &new)
         .await
         .expect("create event");
     let detail = db::events::find(pool, event_id).await.unwrap().unwrap();
@@ -194,10 +195,12 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
             over_order, 0,
             "ticket type {id}: an order above max_per_order"
         );
+        // Buyers are counted by their folded key (orders from before keys
+        // existed: by their email).
         let over_buyer: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT email, SUM(quantity)::int8 FROM orders
+            "SELECT COALESCE(buyer_key, email), SUM(quantity)::int8 FROM orders
              WHERE ticket_type_id = $1 AND status = 'confirmed'
-             GROUP BY email HAVING SUM(quantity) > $2",
+             GROUP BY COALESCE(buyer_key, email) HAVING SUM(quantity) > $2",
         )
         .bind(id)
         .bind(max_per_buyer)
@@ -210,11 +213,13 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
         );
         // The per-buyer bookkeeping agrees with the orders it summarises.
         let drift: Vec<(String, i64, i64)> = sqlx::query_as(
-            "SELECT COALESCE(h.email, o.email), COALESCE(h.quantity, 0)::int8, COALESCE(o.live, 0)::int8
-             FROM (SELECT email, quantity FROM buyer_holdings WHERE ticket_type_id = $1) h
-             FULL JOIN (SELECT email, SUM(quantity) AS live FROM orders
-                        WHERE ticket_type_id = $1 AND status = 'confirmed' GROUP BY email) o
-               ON o.email = h.email
+            "SELECT COALESCE(h.buyer_key, o.buyer_key), COALESCE(h.quantity, 0)::int8,
+                    COALESCE(o.live, 0)::int8
+             FROM (SELECT buyer_key, quantity FROM buyer_holdings WHERE ticket_type_id = $1) h
+             FULL JOIN (SELECT COALESCE(buyer_key, email) AS buyer_key, SUM(quantity) AS live
+                        FROM orders WHERE ticket_type_id = $1 AND status = 'confirmed'
+                        GROUP BY COALESCE(buyer_key, email)) o
+               ON o.buyer_key = h.buyer_key
              WHERE COALESCE(h.quantity, 0) <> COALESCE(o.live, 0)",
         )
         .bind(id)
@@ -227,6 +232,42 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
         );
         sold.push((id, live));
     }
+    // Per event, across its ticket types: the optional limit per buyer key
+    // holds, and the bookkeeping agrees with the orders.
+    let over_event: Vec<(Uuid, String, i64)> = sqlx::query_as(
+        "SELECT t.event_id, COALESCE(o.buyer_key, o.email), SUM(o.quantity)::int8
+         FROM orders o JOIN ticket_types t ON t.id = o.ticket_type_id
+         JOIN events e ON e.id = t.event_id
+         WHERE o.status = 'confirmed' AND e.max_per_buyer IS NOT NULL
+         GROUP BY t.event_id, COALESCE(o.buyer_key, o.email), e.max_per_buyer
+         HAVING SUM(o.quantity) > e.max_per_buyer",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert!(
+        over_event.is_empty(),
+        "buyers above an event's limit: {over_event:?}"
+    );
+    let event_drift: Vec<(Uuid, String, i64, i64)> = sqlx::query_as(
+        "SELECT COALESCE(h.event_id, o.event_id), COALESCE(h.buyer_key, o.buyer_key),
+                COALESCE(h.quantity, 0)::int8, COALESCE(o.live, 0)::int8
+         FROM event_buyer_holdings h
+         FULL JOIN (SELECT t.event_id, COALESCE(o.buyer_key, o.email) AS buyer_key,
+                           SUM(o.quantity) AS live
+                    FROM orders o JOIN ticket_types t ON t.id = o.ticket_type_id
+                    WHERE o.status = 'confirmed'
+                    GROUP BY t.event_id, COALESCE(o.buyer_key, o.email)) o
+           ON o.event_id = h.event_id AND o.buyer_key = h.buyer_key
+         WHERE COALESCE(h.quantity, 0) <> COALESCE(o.live, 0)",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert!(
+        event_drift.is_empty(),
+        "event_buyer_holdings drifted: {event_drift:?}"
+    );
     let duplicate_keys: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM (SELECT 1 FROM orders GROUP BY email, idempotency_key HAVING count(*) > 1) d",
     )
@@ -362,12 +403,18 @@ impl TestApp {
 
     pub async fn spawn_with_limits(pool: PgPool, limits: stampede::web::Limits) -> Self {
         let clock = ManualClock::new(now());
-        let addr = serve(
-            AppState::new(pool.clone())
-                .with_clock(clock.clone())
-                .with_limits(limits),
-        )
-        .await;
+        // The public list's cache is off here, so that each test sees its
+        // writes at once; tests/http/listing.rs turns it on.
+        let state = AppState::new(pool.clone())
+            .with_clock(clock.clone())
+            .with_limits(limits)
+            .with_list_cache_ttl(Duration::ZERO);
+        Self::spawn_state(pool, clock, state).await
+    }
+
+    /// The app for `state`, which must use `clock`.
+    pub async fn spawn_state(pool: PgPool, clock: ManualClock, state: AppState) -> Self {
+        let addr = serve(state).await;
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(256)
@@ -438,6 +485,19 @@ impl TestApp {
 
 /// Buy through the JSON API, expecting success; returns the order id.
 pub async fn api_buy(app: &TestApp, ticket_type_id: Uuid, quantity: i64, email: &str) -> Uuid {
+    api_buy_with_secret(app, ticket_type_id, quantity, email)
+        .await
+        .0
+}
+
+/// Buy through the JSON API, expecting success; returns the order id and the
+/// cancel secret the creating answer carries.
+pub async fn api_buy_with_secret(
+    app: &TestApp,
+    ticket_type_id: Uuid,
+    quantity: i64,
+    email: &str,
+) -> (Uuid, String) {
     let resp = app
         .client
         .post(app.url("/api/v1/orders"))
@@ -452,7 +512,8 @@ pub async fn api_buy(app: &TestApp, ticket_type_id: Uuid, quantity: i64, email: 
         .unwrap();
     assert_eq!(resp.status(), reqwest::StatusCode::CREATED);
     let body: Value = resp.json().await.unwrap();
-    Uuid::parse_str(body["id"].as_str().unwrap()).unwrap()
+    let id = Uuid::parse_str(body["id"].as_str().unwrap()).unwrap();
+    (id, body["cancel_secret"].as_str().unwrap().to_owned())
 }
 
 /// A logged-in organizer: a cookie-carrying client and an API token.

@@ -170,7 +170,12 @@ async fn api_order_is_created_replayed_with_the_same_key_and_conflicts_on_a_diff
     pool: PgPool,
 ) {
     let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 8)]).await;
-    let request = order_json(fixture.ticket_type_id(), 2, "Ada@Example.org", "order-1");
+    let request = order_json(
+        fixture.ticket_type_id(),
+        2,
+        "Ada@Example.org",
+        "order-1-0123456789abcdef",
+    );
 
     let resp = post_json(&app, "/api/v1/orders", &request).await;
     assert_eq!(resp.status(), StatusCode::CREATED);
@@ -185,10 +190,20 @@ async fn api_order_is_created_replayed_with_the_same_key_and_conflicts_on_a_diff
         fixture.ticket_type_id().to_string()
     );
 
+    let secret = created["cancel_secret"].as_str().unwrap();
+    assert_eq!(secret.len(), 43, "{created}");
+    assert_eq!(
+        created["cancel_url"],
+        format!("/orders/{}?s={secret}", created["id"].as_str().unwrap())
+    );
+
     let resp = post_json(&app, "/api/v1/orders", &request).await;
     assert_eq!(resp.status(), StatusCode::OK);
     let replayed: Value = resp.json().await.unwrap();
     assert_eq!(replayed["id"], created["id"]);
+    // The secret is given once: a replay (or a guessed key) cannot cancel.
+    assert!(replayed.get("cancel_secret").is_none(), "{replayed}");
+    assert!(replayed.get("cancel_url").is_none(), "{replayed}");
     assert_books(&pool, fixture.ticket_type_id(), 1, 8).await;
 
     let mut different = request.clone();
@@ -207,7 +222,8 @@ async fn api_order_is_created_replayed_with_the_same_key_and_conflicts_on_a_diff
 #[sqlx::test]
 async fn api_get_and_cancel_order_then_a_second_cancel_is_already_cancelled(pool: PgPool) {
     let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let order_id = api_buy(&app, fixture.ticket_type_id(), 4, "ada@example.org").await;
+    let (order_id, secret) =
+        api_buy_with_secret(&app, fixture.ticket_type_id(), 4, "ada@example.org").await;
 
     let resp = get(&app, &format!("/api/v1/orders/{order_id}")).await;
     assert_eq!(resp.status(), StatusCode::OK);
@@ -217,6 +233,9 @@ async fn api_get_and_cancel_order_then_a_second_cancel_is_already_cancelled(pool
     assert_eq!(order["status"], "confirmed");
 
     let resp = post_empty(&app, &format!("/api/v1/orders/{order_id}/cancel")).await;
+    assert_api_error(resp, StatusCode::FORBIDDEN, "forbidden", None).await;
+    let cancel = format!("/api/v1/orders/{order_id}/cancel?s={secret}");
+    let resp = post_empty(&app, &cancel).await;
     assert_eq!(resp.status(), StatusCode::OK);
     let cancelled: Value = resp.json().await.unwrap();
     assert_eq!(cancelled["id"], order_id.to_string());
@@ -224,7 +243,7 @@ async fn api_get_and_cancel_order_then_a_second_cancel_is_already_cancelled(pool
     assert_eq!(order_status(&pool, order_id).await, "cancelled");
     assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 10);
 
-    let resp = post_empty(&app, &format!("/api/v1/orders/{order_id}/cancel")).await;
+    let resp = post_empty(&app, &cancel).await;
     assert_api_error(resp, StatusCode::CONFLICT, "already_cancelled", None).await;
     assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 10);
 
@@ -255,7 +274,12 @@ async fn api_get_and_cancel_order_then_a_second_cancel_is_already_cancelled(pool
 #[sqlx::test]
 async fn api_rejects_invalid_order_fields_naming_the_field(pool: PgPool) {
     let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let valid = order_json(fixture.ticket_type_id(), 1, "ada@example.org", "k-1");
+    let valid = order_json(
+        fixture.ticket_type_id(),
+        1,
+        "ada@example.org",
+        "k-1-0123456789abcdef",
+    );
     let changed = |name: &str, value: Value| {
         let mut body = valid.clone();
         body[name] = value;
@@ -293,6 +317,20 @@ async fn api_rejects_invalid_order_fields_naming_the_field(pool: PgPool) {
         (changed("idempotency_key", json!("")), "idempotency_key"),
         (
             changed("idempotency_key", json!("has space")),
+            "idempotency_key",
+        ),
+        // Guessable or outside [A-Za-z0-9_-]: issue 7, item 9.
+        (changed("idempotency_key", json!("1")), "idempotency_key"),
+        (
+            changed("idempotency_key", json!("fifteen-chars-x")),
+            "idempotency_key",
+        ),
+        (
+            changed("idempotency_key", json!("a.b:c.d:e.f:g.h:i.j")),
+            "idempotency_key",
+        ),
+        (
+            changed("idempotency_key", json!("k".repeat(201))),
             "idempotency_key",
         ),
         (removed("idempotency_key"), "idempotency_key"),
@@ -389,7 +427,12 @@ async fn api_order_before_the_sale_opens_is_forbidden(pool: PgPool) {
     let resp = post_json(
         &app,
         "/api/v1/orders",
-        &order_json(fixture.ticket_type_id(), 1, "early@example.org", "early"),
+        &order_json(
+            fixture.ticket_type_id(),
+            1,
+            "early@example.org",
+            "early-0123456789abcdef",
+        ),
     )
     .await;
     assert_api_error(resp, StatusCode::FORBIDDEN, "sale_not_open", None).await;
@@ -399,7 +442,13 @@ async fn api_order_before_the_sale_opens_is_forbidden(pool: PgPool) {
 #[sqlx::test]
 async fn api_rejects_malformed_json_and_wrong_content_type_with_400(pool: PgPool) {
     let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let valid = order_json(fixture.ticket_type_id(), 1, "ada@example.org", "k-1").to_string();
+    let valid = order_json(
+        fixture.ticket_type_id(),
+        1,
+        "ada@example.org",
+        "k-1-0123456789abcdef",
+    )
+    .to_string();
 
     let malformed = [
         "{\"ticket_type_id\": ".to_owned(),

@@ -174,7 +174,7 @@ async fn buy_form_with_an_unknown_ticket_type_is_not_found(pool: PgPool) {
         &unknown,
         "1",
         "lost@example.org",
-        "key-unknown-type",
+        "key-unknown-type-0123456789abcdef",
     )
     .await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
@@ -189,7 +189,7 @@ async fn buy_form_with_an_unknown_ticket_type_is_not_found(pool: PgPool) {
         "standing",
         "1",
         "lost@example.org",
-        "key-unknown-type",
+        "key-unknown-type-0123456789abcdef",
     )
     .await;
     assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
@@ -204,7 +204,7 @@ async fn buy_form_with_an_unknown_ticket_type_is_not_found(pool: PgPool) {
             ("ticket_type_id", tt.as_str()),
             ("quantity", "1"),
             ("email", "lost@example.org"),
-            ("idempotency_key", "key-no-event"),
+            ("idempotency_key", "key-no-event-0123456789abcdef"),
         ],
     )
     .await;
@@ -224,7 +224,7 @@ async fn buy_form_for_a_ticket_type_of_another_event_is_refused(pool: PgPool) {
         &tt,
         "1",
         "mixed@example.org",
-        "key-mixed",
+        "key-mixed-0123456789abcdef",
     )
     .await;
     // The URL names the event being bought; a ticket type of another event
@@ -246,7 +246,14 @@ async fn buy_form_over_the_per_order_limit_or_the_stock_is_a_conflict(pool: PgPo
         ("4", "Only 3 left of this ticket type; choose fewer."),
     ];
     for (quantity, message) in cases {
-        let resp = buy_on_page(&app, &fixture, quantity, "greedy@example.org", "key-greedy").await;
+        let resp = buy_on_page(
+            &app,
+            &fixture,
+            quantity,
+            "greedy@example.org",
+            "key-greedy-0123456789abcdef",
+        )
+        .await;
         assert_eq!(resp.status(), StatusCode::CONFLICT, "quantity {quantity}");
         let body = resp.text().await.unwrap();
         assert!(body.contains(message), "quantity {quantity}: {body}");
@@ -258,12 +265,19 @@ async fn buy_form_over_the_per_order_limit_or_the_stock_is_a_conflict(pool: PgPo
             body.contains(&format!("value=\"{quantity}\"")),
             "quantity {quantity}: {body}"
         );
-        assert_eq!(idempotency_key_in(&body), "key-greedy");
+        assert_eq!(idempotency_key_in(&body), "key-greedy-0123456789abcdef");
     }
     assert_books(&pool, fixture.ticket_type_id(), 0, 3).await;
 
     // The same key with a quantity that fits now succeeds: refusals wrote nothing.
-    let resp = buy_on_page(&app, &fixture, "3", "greedy@example.org", "key-greedy").await;
+    let resp = buy_on_page(
+        &app,
+        &fixture,
+        "3",
+        "greedy@example.org",
+        "key-greedy-0123456789abcdef",
+    )
+    .await;
     order_id_from_redirect(&resp);
     assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 0);
     assert_invariants(&pool).await;
@@ -273,7 +287,14 @@ async fn buy_form_over_the_per_order_limit_or_the_stock_is_a_conflict(pool: PgPo
 async fn buy_form_over_the_buyer_limit_is_a_conflict(pool: PgPool) {
     let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(20, 2, 3)]).await;
     api_buy(&app, fixture.ticket_type_id(), 2, "fan@example.org").await;
-    let resp = buy_on_page(&app, &fixture, "2", "FAN@example.org", "key-second").await;
+    let resp = buy_on_page(
+        &app,
+        &fixture,
+        "2",
+        "FAN@example.org",
+        "key-second-0123456789abcdef",
+    )
+    .await;
     assert_eq!(resp.status(), StatusCode::CONFLICT);
     let body = resp.text().await.unwrap();
     assert!(
@@ -289,7 +310,14 @@ async fn buy_form_over_the_buyer_limit_is_a_conflict(pool: PgPool) {
 async fn buy_form_before_the_sale_opens_is_forbidden(pool: PgPool) {
     let opens = OffsetDateTime::now_utc() + Span::days(1);
     let (app, fixture) = app_with_window(&pool, opens, None, &[TicketSpec::new(10, 4, 4)]).await;
-    let resp = buy_on_page(&app, &fixture, "1", "early@example.org", "key-early").await;
+    let resp = buy_on_page(
+        &app,
+        &fixture,
+        "1",
+        "early@example.org",
+        "key-early-0123456789abcdef",
+    )
+    .await;
     assert_eq!(resp.status(), StatusCode::FORBIDDEN);
     let body = resp.text().await.unwrap();
     assert!(
@@ -309,7 +337,14 @@ async fn buy_form_on_a_draft_event_is_not_found(pool: PgPool) {
     let fixture =
         event_with_window(&pool, opened, None, "draft", &[TicketSpec::new(10, 4, 4)]).await;
     let app = TestApp::spawn(pool.clone()).await;
-    let resp = buy_on_page(&app, &fixture, "1", "sneaky@example.org", "key-draft").await;
+    let resp = buy_on_page(
+        &app,
+        &fixture,
+        "1",
+        "sneaky@example.org",
+        "key-draft-0123456789abcdef",
+    )
+    .await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
     assert_books(&pool, fixture.ticket_type_id(), 0, 10).await;
 }
@@ -326,7 +361,7 @@ async fn buy_form_body_over_64_kib_is_refused_with_413(pool: PgPool) {
             ("ticket_type_id", tt.as_str()),
             ("quantity", "1"),
             ("email", "big@example.org"),
-            ("idempotency_key", "key-big"),
+            ("idempotency_key", "key-big-0123456789abcdef"),
             ("padding", padding.as_str()),
         ],
     )

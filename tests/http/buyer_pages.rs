@@ -164,6 +164,8 @@ async fn buying_through_the_form_redirects_to_the_order_page_which_shows_the_ord
 
     let resp = buy_on_page(&app, &fixture, "2", "  Ada@Example.org ", key.as_str()).await;
     let order_id = order_id_from_redirect(&resp);
+    let order_page = location(&resp);
+    assert!(order_page.contains("?s="), "{order_page}: no cancel secret");
 
     let (email, quantity, status, ticket_type_id): (String, i32, String, Uuid) =
         sqlx::query_as("SELECT email, quantity, status, ticket_type_id FROM orders WHERE id = $1")
@@ -177,7 +179,12 @@ async fn buying_through_the_form_redirects_to_the_order_page_which_shows_the_ord
     );
     assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 8);
 
-    let resp = get(&app, &format!("/orders/{order_id}")).await;
+    // The order id alone shows the order but offers no cancel.
+    let body = page_text(&app, &format!("/orders/{order_id}")).await;
+    assert!(body.contains("You have 2 tickets"), "{body}");
+    assert!(!body.contains("Cancel this order"), "{body}");
+
+    let resp = get(&app, &order_page).await;
     assert_eq!(resp.status(), StatusCode::OK);
     let body = resp.text().await.unwrap();
     assert!(body.contains("You have 2 tickets"), "{body}");
@@ -207,33 +214,94 @@ async fn resubmitting_the_buy_form_with_the_same_key_lands_on_the_same_order(poo
     ];
     let path = format!("/events/{}/orders", fixture.event_id);
 
-    let first = order_id_from_redirect(&post_form(&app, &path, &fields).await);
-    let second = order_id_from_redirect(&post_form(&app, &path, &fields).await);
-    assert_eq!(first, second);
+    let first = post_form(&app, &path, &fields).await;
+    let second = post_form(&app, &path, &fields).await;
+    assert_eq!(
+        order_id_from_redirect(&first),
+        order_id_from_redirect(&second)
+    );
+    // The secret is given once: the replay lands on the plain order page.
+    assert!(location(&first).contains("?s="));
+    assert_eq!(
+        location(&second),
+        format!("/orders/{}", order_id_from_redirect(&second))
+    );
     assert_books(&pool, fixture.ticket_type_id(), 1, 7).await;
 }
 
 #[sqlx::test]
 async fn cancelling_an_order_through_the_page_returns_its_tickets_once(pool: PgPool) {
     let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let order_id = api_buy(&app, fixture.ticket_type_id(), 3, "ada@example.org").await;
+    let (order_id, secret) =
+        api_buy_with_secret(&app, fixture.ticket_type_id(), 3, "ada@example.org").await;
     assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 7);
+    let order_page = format!("/orders/{order_id}?s={secret}");
+    let body = page_text(&app, &order_page).await;
+    assert!(
+        body.contains(&format!("name=\"s\" value=\"{secret}\"")),
+        "{body}"
+    );
 
-    let resp = post_button(&app, &format!("/orders/{order_id}/cancel")).await;
+    let cancel = format!("/orders/{order_id}/cancel");
+    let resp = post_form(&app, &cancel, &[("s", &secret)]).await;
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
-    assert_eq!(location(&resp), format!("/orders/{order_id}"));
+    assert_eq!(location(&resp), order_page);
     assert_eq!(order_status(&pool, order_id).await, "cancelled");
     assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 10);
 
     // A double click: the same redirect, and the tickets come back only once.
-    let resp = post_button(&app, &format!("/orders/{order_id}/cancel")).await;
+    let resp = post_form(&app, &cancel, &[("s", &secret)]).await;
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
-    assert_eq!(location(&resp), format!("/orders/{order_id}"));
+    assert_eq!(location(&resp), order_page);
     assert_eq!(remaining(&pool, fixture.ticket_type_id()).await, 10);
 
-    let body = page_text(&app, &format!("/orders/{order_id}")).await;
+    let body = page_text(&app, &order_page).await;
     assert!(body.contains("Order cancelled"), "{body}");
     assert!(!body.contains("Cancel this order"), "{body}");
+    assert_invariants(&pool).await;
+}
+
+#[sqlx::test]
+async fn the_order_id_alone_cannot_cancel_an_order(pool: PgPool) {
+    let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    let (order_id, secret) =
+        api_buy_with_secret(&app, fixture.ticket_type_id(), 3, "ada@example.org").await;
+    let cancel = format!("/orders/{order_id}/cancel");
+    let other = api_buy_with_secret(&app, fixture.ticket_type_id(), 1, "bob@example.org").await;
+    let mut wrong = secret.clone();
+    wrong.replace_range(..1, if secret.starts_with('A') { "B" } else { "A" });
+    for fields in [
+        vec![],
+        vec![("s", "")],
+        vec![("s", "short")],
+        vec![("s", wrong.as_str())],
+        vec![("s", other.1.as_str())],
+    ] {
+        let resp = post_form(&app, &cancel, &fields).await;
+        assert_eq!(resp.status(), StatusCode::FORBIDDEN, "{fields:?}");
+        let resp = post_empty(
+            &app,
+            &format!(
+                "/api/v1/orders/{order_id}/cancel?s={}",
+                fields.first().map_or("", |f| f.1)
+            ),
+        )
+        .await;
+        assert_api_error(resp, StatusCode::FORBIDDEN, "forbidden", None).await;
+    }
+    assert_eq!(order_status(&pool, order_id).await, "confirmed");
+    assert_books(&pool, fixture.ticket_type_id(), 2, 6).await;
+    // Only the hash is stored.
+    let stored: Vec<u8> = sqlx::query_scalar("SELECT cancel_secret_hash FROM orders WHERE id = $1")
+        .bind(order_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 32);
+    assert!(!String::from_utf8_lossy(&stored).contains(&secret));
+    let resp = post_form(&app, &cancel, &[("s", &secret)]).await;
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    assert_eq!(order_status(&pool, order_id).await, "cancelled");
     assert_invariants(&pool).await;
 }
 

@@ -69,7 +69,8 @@ async fn every_form(app: &TestApp) -> (Organizer, Vec<FormPost>) {
     let to_unpublish = owned_event(&org, opened(), "published", &spec).await;
     let to_cancel = owned_event(&org, opened(), "published", &spec).await;
     api_buy(app, to_cancel.ticket_type_id(), 2, "fan@example.org").await;
-    let order = api_buy(app, on_sale.ticket_type_id(), 1, "ada@example.org").await;
+    let (order, secret) =
+        api_buy_with_secret(app, on_sale.ticket_type_id(), 1, "ada@example.org").await;
     let token = token_id(&app.pool, org.id, "tests").await;
 
     let anonymous = |what, path: String, fields: &[(&str, &str)], success| FormPost {
@@ -99,14 +100,14 @@ async fn every_form(app: &TestApp) -> (Organizer, Vec<FormPost>) {
                 ("ticket_type_id", &tt),
                 ("quantity", "2"),
                 ("email", "buyer@example.org"),
-                ("idempotency_key", "csrf-buy-1"),
+                ("idempotency_key", "csrf-buy-1-0123456789abcdef"),
             ],
             StatusCode::SEE_OTHER,
         ),
         anonymous(
             "cancel order",
             format!("/orders/{order}/cancel"),
-            &[],
+            &[("s", &secret)],
             StatusCode::SEE_OTHER,
         ),
         anonymous(

@@ -41,12 +41,15 @@ async fn cancelling_an_event_cancels_every_order_returns_the_tickets_and_stops_s
     let [standing, seated] = event.ticket_type_ids[..] else {
         panic!("two ticket types")
     };
-    let a = api_buy(&app, standing, 3, "ada@example.org").await;
+    let (a, a_secret) = api_buy_with_secret(&app, standing, 3, "ada@example.org").await;
     api_buy(&app, standing, 1, "ada@example.org").await;
     api_buy(&app, seated, 2, "bob@example.org").await;
-    let cancelled_before = api_buy(&app, seated, 1, "cy@example.org").await;
+    let (cancelled_before, secret) = api_buy_with_secret(&app, seated, 1, "cy@example.org").await;
     let resp = app
-        .post_form(&format!("/orders/{cancelled_before}/cancel"), &[])
+        .post_form(
+            &format!("/orders/{cancelled_before}/cancel"),
+            &[("s", &secret)],
+        )
         .await;
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
     let earlier_cancel = cancelled_at(&pool, cancelled_before).await;
@@ -105,12 +108,20 @@ async fn cancelling_an_event_cancels_every_order_returns_the_tickets_and_stops_s
     let resp = post_json(
         &app,
         "/api/v1/orders",
-        &order_json(standing, 1, "late@example.org", "late-1"),
+        &order_json(standing, 1, "late@example.org", "late-1-0123456789abcdef"),
     )
     .await;
     assert_api_error(resp, StatusCode::FORBIDDEN, "sale_closed", None).await;
     let tt = seated.to_string();
-    let resp = post_buy_form(&app, event.event_id, &tt, "1", "late@example.org", "late-2").await;
+    let resp = post_buy_form(
+        &app,
+        event.event_id,
+        &tt,
+        "1",
+        "late@example.org",
+        "late-2-0123456789abcdef",
+    )
+    .await;
     assert_eq!(resp.status(), StatusCode::FORBIDDEN);
     let body = resp.text().await.unwrap();
     assert!(body.contains("This event was cancelled."), "{body}");
@@ -132,7 +143,9 @@ async fn cancelling_an_event_cancels_every_order_returns_the_tickets_and_stops_s
         "second cancel: {}",
         resp.status()
     );
-    let resp = app.post_form(&format!("/orders/{a}/cancel"), &[]).await;
+    let resp = app
+        .post_form(&format!("/orders/{a}/cancel"), &[("s", &a_secret)])
+        .await;
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
     let resp = org.post_form(&format!("{page}/publish"), &[]).await;
     assert!(
@@ -174,7 +187,8 @@ async fn two_hundred_buyers_racing_the_owner_cancelling_the_event_leave_no_confi
                 ticket_type_id: event.ticket_type_ids[i % 2].into(),
                 quantity: Quantity::new(1 + (i as i64 / 2) % 2).unwrap(),
                 email: Email::parse(&format!("buyer{i}@example.org")).unwrap(),
-                idempotency_key: IdempotencyKey::parse(&format!("race-{i}")).unwrap(),
+                idempotency_key: IdempotencyKey::parse(&format!("race-{i}-0123456789abcdef"))
+                    .unwrap(),
             };
             let (pool, barrier, sold, enough_sold) = (
                 pool.clone(),
@@ -185,7 +199,7 @@ async fn two_hundred_buyers_racing_the_owner_cancelling_the_event_leave_no_confi
             tokio::spawn(async move {
                 barrier.wait().await;
                 let result = sale::purchase(&pool, now, &request).await;
-                if matches!(result, Ok(Purchase::Created(_)))
+                if matches!(result, Ok(Purchase::Created { .. }))
                     && sold.fetch_add(1, Ordering::SeqCst) + 1 == cancel_after
                 {
                     enough_sold.notify_one();
@@ -221,7 +235,7 @@ async fn two_hundred_buyers_racing_the_owner_cancelling_the_event_leave_no_confi
     let mut refusals = std::collections::BTreeMap::<&str, usize>::new();
     for result in results {
         match result {
-            Ok(Purchase::Created(_)) => created += 1,
+            Ok(Purchase::Created { .. }) => created += 1,
             Ok(Purchase::Replayed(order)) => panic!("a fresh key was replayed: {order:?}"),
             Err(
                 err
@@ -308,7 +322,8 @@ async fn the_order_page_shows_one_ticket_per_seat_with_a_distinct_code_and_a_qr_
     pool: PgPool,
 ) {
     let (app, fixture) = app_with_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
-    let order = api_buy(&app, fixture.ticket_type_id(), 3, "ada@example.org").await;
+    let (order, secret) =
+        api_buy_with_secret(&app, fixture.ticket_type_id(), 3, "ada@example.org").await;
 
     let page = order_page(&app, order).await;
     let tickets = tickets_on_page(&page);
@@ -347,7 +362,9 @@ async fn the_order_page_shows_one_ticket_per_seat_with_a_distinct_code_and_a_qr_
     assert_eq!(images.len(), 3, "two tickets share a QR code");
 
     // A cancelled order shows no codes to scan.
-    let resp = app.post_form(&format!("/orders/{order}/cancel"), &[]).await;
+    let resp = app
+        .post_form(&format!("/orders/{order}/cancel"), &[("s", &secret)])
+        .await;
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
     let page = order_page(&app, order).await;
     assert!(tickets_on_page(&page).is_empty(), "{page}");

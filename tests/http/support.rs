@@ -80,6 +80,8 @@ pub fn order_id_from_redirect(resp: &Response) -> Uuid {
     let id = location
         .strip_prefix("/orders/")
         .unwrap_or_else(|| panic!("redirect to {location}, not to an order"));
+    // The order that this answer created also carries its cancel secret.
+    let id = id.split_once("?s=").map_or(id, |(id, _)| id);
     Uuid::parse_str(id).unwrap()
 }
 

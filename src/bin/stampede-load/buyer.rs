@@ -307,12 +307,15 @@ fn api_outcome(reply: &Reply) -> Outcome {
     }
 }
 
-/// `303 Location: /orders/{id}`, or the event page again with the reason.
+/// `303 Location: /orders/{id}[?s=cancel secret]`, or the event page again
+/// with the reason.
 fn form_outcome(reply: &Reply) -> Outcome {
     if reply.status == 303 {
-        let id = reply
-            .header("location")
-            .and_then(|v| Uuid::parse_str(v.strip_prefix("/orders/")?).ok());
+        let id = reply.header("location").and_then(|v| {
+            let path = v.strip_prefix("/orders/")?;
+            let id = path.split_once('?').map_or(path, |(id, _)| id);
+            Uuid::parse_str(id).ok()
+        });
         return id.map_or(Outcome::Failed("no_order_id".into()), Outcome::Sold);
     }
     if !(400..500).contains(&reply.status) || reply.status == 429 {
@@ -381,6 +384,9 @@ mod tests {
     fn form_answers_are_read_from_the_redirect_or_the_alert() {
         let id = Uuid::new_v4();
         let sold = reply(303, &[("location", &format!("/orders/{id}"))], "");
+        assert_eq!(form_outcome(&sold), Outcome::Sold(id));
+        let with_secret = format!("/orders/{id}?s=AbC-_0123456789abcdefghijklmnopqrstuvwxyzABCD");
+        let sold = reply(303, &[("location", &with_secret)], "");
         assert_eq!(form_outcome(&sold), Outcome::Sold(id));
         let page = r#"<p class="notice error" role="alert" id="form-error">Only 2 left of this ticket type; choose fewer.</p>"#;
         assert_eq!(

@@ -65,7 +65,7 @@ pub async fn check(db: &PgPool, sale: &Sale, tally: &Tally) -> anyhow::Result<In
                 + (SELECT count(*) FROM (
                        SELECT 1 FROM orders o JOIN ticket_types t ON t.id = o.ticket_type_id
                        WHERE o.ticket_type_id = ANY($1) AND o.status = 'confirmed'
-                       GROUP BY o.ticket_type_id, o.email, t.max_per_buyer
+                       GROUP BY o.ticket_type_id, COALESCE(o.buyer_key, o.email), t.max_per_buyer
                        HAVING SUM(o.quantity) > t.max_per_buyer) b) AS "n!""#,
         &ids
     )

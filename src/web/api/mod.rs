@@ -2,23 +2,24 @@
 
 use axum::{
     Extension, Json,
-    extract::{Path, State},
+    extract::{Path, RawQuery, State},
     http::StatusCode,
 };
 
 mod wire;
 
-use wire::{CreateEvent, CreateOrder, EventBody, EventList, OrderBody};
+use wire::{CreateEvent, CreateOrder, EventBody, EventList, EventPageBody, OrderBody};
 
 use super::{
     AppState,
     error::ApiError,
     extract::{ApiJson, parse_id},
+    pages::public_page,
 };
 use crate::{
     auth::CurrentOrganizer,
     db,
-    domain::{Email, ForField, IdempotencyKey, Quantity},
+    domain::{CancelSecret, Email, ForField, IdempotencyKey, Quantity},
     error::AppError,
     sale::{self, Purchase, PurchaseRequest},
 };
@@ -32,7 +33,7 @@ pub async fn create_event(
     ApiJson(body): ApiJson<CreateEvent>,
 ) -> ApiResult<(StatusCode, Json<EventBody>)> {
     let new = body.into_input().parse()?;
-    let id = db::events::create(&state.db, organizer.id, &new).await?;
+    let id = db::events::create(&state.db, organizer.id, &state.quotas, &new).await?;
     let detail = db::events::find(&state.db, id)
         .await?
         .ok_or(AppError::NotFound)?;
@@ -48,9 +49,14 @@ pub async fn list_own_events(
     Ok(Json(events.into()))
 }
 
-pub async fn list_events(State(state): State<AppState>) -> ApiResult<Json<EventList>> {
-    let events = db::events::list_published(&state.db, state.clock.now()).await?;
-    Ok(Json(events.into()))
+/// `GET /api/v1/events[?after=cursor]`: a page of published upcoming
+/// events, without descriptions; `next` is the cursor of the next page.
+pub async fn list_events(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Json<EventPageBody>> {
+    let page = public_page(&state, query.as_deref()).await?;
+    Ok(Json(EventPageBody::from(page.as_ref())))
 }
 
 pub async fn get_event(
@@ -61,8 +67,9 @@ pub async fn get_event(
     Ok(Json(db::events::EventDetail::clone(&detail).into()))
 }
 
-/// `POST /api/v1/orders` → 201 with a new order, 200 with the same order
-/// when the buyer's idempotency key was already used for this purchase.
+/// `POST /api/v1/orders` → 201 with a new order and, this once, its cancel
+/// secret and cancel URL; 200 with the same order (no secret) when the
+/// buyer's idempotency key was already used for this purchase.
 pub async fn create_order(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<CreateOrder>,
@@ -78,7 +85,13 @@ pub async fn create_order(
     state.purchase_limits.check_email(&request.email)?;
     Ok(
         match state.sales.purchase(state.clock.now(), &request).await? {
-            Purchase::Created(order) => (StatusCode::CREATED, Json(order.into())),
+            Purchase::Created {
+                order,
+                cancel_secret,
+            } => (
+                StatusCode::CREATED,
+                Json(OrderBody::from(order).with_secret(&cancel_secret)),
+            ),
             Purchase::Replayed(order) => (StatusCode::OK, Json(order.into())),
         },
     )
@@ -94,9 +107,15 @@ pub async fn get_order(
     Ok(Json(order.into()))
 }
 
+/// `POST /api/v1/orders/{id}/cancel?s={cancel_secret}`.
 pub async fn cancel_order(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
 ) -> ApiResult<Json<OrderBody>> {
-    Ok(Json(sale::cancel(&state.db, parse_id(&id)?).await?.into()))
+    let secret = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .find(|(key, _)| key == "s")
+        .and_then(|(_, value)| CancelSecret::parse(&value));
+    let order = sale::cancel(&state.db, parse_id(&id)?, secret.as_ref()).await?;
+    Ok(Json(order.into()))
 }

@@ -6,8 +6,11 @@ use time::OffsetDateTime;
 
 use crate::{
     db::events::{EventDetail, TicketType},
-    domain::{EventId, EventInput, OrderId, OrderStatus, TicketTypeId, TicketTypeInput},
+    domain::{
+        CancelSecret, EventId, EventInput, OrderId, OrderStatus, TicketTypeId, TicketTypeInput,
+    },
     sale::Order,
+    web::list_cache::EventPage,
 };
 
 #[derive(Debug, Deserialize)]
@@ -23,6 +26,9 @@ pub struct CreateEvent {
     sale_closes_at: Option<String>,
     #[serde(default)]
     status: Option<String>,
+    /// Per buyer across all ticket types; absent or null for no limit.
+    #[serde(default)]
+    max_per_buyer: Option<i64>,
     ticket_types: Vec<CreateTicketType>,
 }
 
@@ -50,6 +56,7 @@ impl CreateEvent {
             sale_opens_at: self.sale_opens_at,
             sale_closes_at: self.sale_closes_at.unwrap_or_default(),
             status: self.status.unwrap_or_default(),
+            max_per_buyer: number(self.max_per_buyer),
             ticket_types: self
                 .ticket_types
                 .into_iter()
@@ -91,6 +98,7 @@ pub struct EventBody {
     #[serde(with = "time::serde::rfc3339::option")]
     sale_closes_at: Option<OffsetDateTime>,
     status: &'static str,
+    max_per_buyer: Option<i32>,
     ticket_types: Vec<TicketTypeBody>,
 }
 
@@ -118,6 +126,7 @@ impl From<EventDetail> for EventBody {
             sale_opens_at: event.sale_opens_at,
             sale_closes_at: event.sale_closes_at,
             status: event.status.as_str(),
+            max_per_buyer: event.max_per_buyer,
             ticket_types: detail.ticket_types.into_iter().map(Into::into).collect(),
         }
     }
@@ -134,6 +143,62 @@ impl From<TicketType> for TicketTypeBody {
             remaining: tt.remaining,
             max_per_order: tt.max_per_order,
             max_per_buyer: tt.max_per_buyer,
+        }
+    }
+}
+
+/// An event in a list: no description (lists stay small however long
+/// descriptions are; `GET /api/v1/events/{id}` has it).
+#[derive(Debug, Serialize)]
+pub struct EventSummary {
+    id: EventId,
+    title: String,
+    venue: String,
+    #[serde(with = "time::serde::rfc3339")]
+    starts_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    sale_opens_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    sale_closes_at: Option<OffsetDateTime>,
+    status: &'static str,
+    max_per_buyer: Option<i32>,
+    ticket_types: Vec<TicketTypeBody>,
+}
+
+impl From<&EventDetail> for EventSummary {
+    fn from(detail: &EventDetail) -> Self {
+        let event = &detail.event;
+        Self {
+            id: event.id,
+            title: event.title.clone(),
+            venue: event.venue.clone(),
+            starts_at: event.starts_at,
+            sale_opens_at: event.sale_opens_at,
+            sale_closes_at: event.sale_closes_at,
+            status: event.status.as_str(),
+            max_per_buyer: event.max_per_buyer,
+            ticket_types: detail
+                .ticket_types
+                .iter()
+                .cloned()
+                .map(Into::into)
+                .collect(),
+        }
+    }
+}
+
+/// `{"events": [...], "next": "cursor" | null}`: one page of the public list.
+#[derive(Debug, Serialize)]
+pub struct EventPageBody {
+    events: Vec<EventSummary>,
+    next: Option<String>,
+}
+
+impl From<&EventPage> for EventPageBody {
+    fn from(page: &EventPage) -> Self {
+        Self {
+            events: page.events.iter().map(Into::into).collect(),
+            next: page.next.map(|cursor| cursor.encode()),
         }
     }
 }
@@ -163,6 +228,20 @@ pub struct OrderBody {
     currency: String,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
+    /// Only on the answer that created the order: the secret that cancels it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cancel_secret: Option<String>,
+    /// The order page that can cancel (`/orders/{id}?s=...`), with the secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cancel_url: Option<String>,
+}
+
+impl OrderBody {
+    pub fn with_secret(mut self, secret: &CancelSecret) -> Self {
+        self.cancel_secret = Some(secret.as_str().to_owned());
+        self.cancel_url = Some(crate::web::pages::order_url(self.id, Some(secret)));
+        self
+    }
 }
 
 impl From<Order> for OrderBody {
@@ -176,6 +255,8 @@ impl From<Order> for OrderBody {
             unit_price_minor: order.unit_price_minor,
             currency: order.currency,
             created_at: order.created_at,
+            cancel_secret: None,
+            cancel_url: None,
         }
     }
 }

@@ -5,10 +5,10 @@ use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
 use crate::web::extract::PageContext;
 use crate::{
     db::events::{EventDetail, TicketType},
-    domain::{SaleState, format_price},
+    domain::{EventCursor, SaleState, format_price},
 };
 
-pub fn index(ctx: &PageContext, events: &[EventDetail]) -> Markup {
+pub fn index(ctx: &PageContext, events: &[EventDetail], next: Option<EventCursor>) -> Markup {
     layout(
         ctx,
         "Events",
@@ -32,6 +32,11 @@ pub fn index(ctx: &PageContext, events: &[EventDetail]) -> Markup {
                                 " Sale opens " (format_time(event.sale_opens_at))
                             }
                         }
+                    }
+                }
+                @if let Some(next) = next {
+                    nav.pages aria-label="More events" {
+                        a rel="next" href={ "/?after=" (next.encode()) } { "Later events →" }
                     }
                 }
             }

@@ -4,11 +4,19 @@ use super::{csrf_field, format_time, layout};
 use crate::web::extract::PageContext;
 use crate::{
     db::orders::{OrderContext, Ticket},
-    domain::{OrderStatus, format_price},
+    domain::{CancelSecret, OrderStatus, format_price},
     sale::Order,
 };
 
-pub fn page(ctx: &PageContext, order: &Order, about: &OrderContext, tickets: &[Ticket]) -> Markup {
+/// The order page. `secret` is the cancel secret from the page's URL
+/// (`?s=`): without it there is no cancel button.
+pub fn page(
+    ctx: &PageContext,
+    order: &Order,
+    about: &OrderContext,
+    tickets: &[Ticket],
+    secret: Option<&CancelSecret>,
+) -> Markup {
     let confirmed = order.status == OrderStatus::Confirmed;
     let total = order.unit_price_minor * i64::from(order.quantity);
     layout(
@@ -55,9 +63,14 @@ pub fn page(ctx: &PageContext, order: &Order, about: &OrderContext, tickets: &[T
                             }
                         }
                     }
-                    form method="post" action={ "/orders/" (order.id) "/cancel" } data-once data-confirm="Cancel this order and release its tickets?" {
-                        (csrf_field(ctx))
-                        button.secondary type="submit" { "Cancel this order" }
+                    @if let Some(secret) = secret {
+                        form method="post" action={ "/orders/" (order.id) "/cancel" } data-once data-confirm="Cancel this order and release its tickets?" {
+                            (csrf_field(ctx))
+                            input type="hidden" name="s" value=(secret.as_str());
+                            button.secondary type="submit" { "Cancel this order" }
+                        }
+                    } @else {
+                        p.hint { "To cancel, open this order from the link you got when you bought it." }
                     }
                 }
             }

@@ -91,6 +91,8 @@ pub fn form(ctx: &PageContext, form: &EventForm<'_>) -> Markup {
                     input #sale_closes_at type="datetime-local" name="sale_closes_at" value=(input.sale_closes_at) aria-invalid=[invalid(error, "sale_closes_at")];
                 }
             }
+            label for="max_per_buyer" { "Tickets per buyer for the whole event, across ticket types (optional)" }
+            input #max_per_buyer type="number" name="max_per_buyer" min="1" inputmode="numeric" value=(input.max_per_buyer) aria-invalid=[invalid(error, "max_per_buyer")];
             @if form.event.is_none() {
                 label.choice {
                     input type="checkbox" name="status" value="published" checked[input.status == "published"];

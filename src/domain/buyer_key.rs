@@ -1,0 +1,227 @@
+//! Who counts as one buyer for the per-buyer limits: a key folded from the
+//! order's email, so that spellings of one mailbox share one limit. The
+//! order keeps the email as given; only the limit uses the key.
+
+use std::fmt;
+
+use unicode_normalization::UnicodeNormalization;
+use unicode_security::confusable_detection::skeleton;
+
+use super::Email;
+
+/// The folded email that per-buyer limits are counted on.
+///
+/// Folds, in order: NFKC (fullwidth letters, ligatures, composed and
+/// combining accents written either way), lower case, the Unicode
+/// confusables skeleton (Cyrillic `а` and Latin `a`; also `0`/`o`, `1`/`l`
+/// and `m`/`rn`, so a few distinct mailboxes share a key: stricter, never
+/// looser), lower case again; then in the local part everything from the
+/// first `+` (sub-addressing tags), and for Gmail every dot, with
+/// `googlemail.com` read as `gmail.com`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BuyerKey(String);
+
+impl BuyerKey {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for BuyerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn fold(part: &str) -> String {
+    let nfkc: String = part.nfkc().collect::<String>().to_lowercase();
+    skeleton(&nfkc)
+        .collect::<String>()
+        .nfc()
+        .collect::<String>()
+        .to_lowercase()
+}
+
+impl From<&Email> for BuyerKey {
+    fn from(email: &Email) -> Self {
+        let raw = email.as_str();
+        let (local, domain) = raw.rsplit_once('@').unwrap_or((raw, ""));
+        let mut local = fold(local);
+        let mut domain = fold(domain);
+        if let Some(plus) = local.find('+') {
+            local.truncate(plus);
+        }
+        // Compared as skeletons too (the skeleton of `m` is `rn`), so that a
+        // look-alike of gmail.com is Gmail as well.
+        if domain == fold("gmail.com") || domain == fold("googlemail.com") {
+            domain = "gmail.com".to_owned();
+            local.retain(|c| c != '.');
+        }
+        Self(format!("{local}@{domain}"))
+    }
+}
+
+/// The per-buyer limits one purchase must fit, as plain data read with the
+/// ticket type: what one buyer key may hold of the ticket type, and (when
+/// the event sets one) of the event across its ticket types. The sale
+/// transaction enforces both with conditional upserts on the holdings rows;
+/// a path that already holds the ticket type's row lock may read the
+/// holdings and call [`BuyerLimits::check`] instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuyerLimits {
+    pub per_ticket_type: i32,
+    pub per_event: Option<i32>,
+}
+
+/// Which limit a purchase would break, and that limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitBreach {
+    TicketType { max: i32 },
+    Event { max: i32 },
+}
+
+impl BuyerLimits {
+    /// Whether a buyer key holding `held_of_type` tickets of this type and
+    /// `held_in_event` in the whole event may add `adding`.
+    pub fn check(
+        &self,
+        held_of_type: i32,
+        held_in_event: i32,
+        adding: i32,
+    ) -> Result<(), LimitBreach> {
+        let over = |held: i32, max: i32| i64::from(held) + i64::from(adding) > i64::from(max);
+        if over(held_of_type, self.per_ticket_type) {
+            return Err(LimitBreach::TicketType {
+                max: self.per_ticket_type,
+            });
+        }
+        match self.per_event {
+            Some(max) if over(held_in_event, max) => Err(LimitBreach::Event { max }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Characters that show as nothing (or only change the direction of what
+/// follows): a second address that looks the same as the first. Email
+/// addresses with any of them are refused.
+pub fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}'                  // soft hyphen
+        | '\u{034F}'                // combining grapheme joiner
+        | '\u{061C}'                // Arabic letter mark
+        | '\u{115F}' | '\u{1160}'   // Hangul fillers
+        | '\u{17B4}' | '\u{17B5}'
+        | '\u{180B}'..='\u{180F}'   // Mongolian variation selectors, vowel separator
+        | '\u{200B}'..='\u{200F}'   // zero-width space, non-joiner, joiner; LRM, RLM
+        | '\u{202A}'..='\u{202E}'   // bidi embeddings and overrides
+        | '\u{2060}'..='\u{206F}'   // word joiner, invisible operators, bidi isolates
+        | '\u{3164}'                // Hangul filler
+        | '\u{FE00}'..='\u{FE0F}'   // variation selectors
+        | '\u{FEFF}'                // zero-width no-break space (BOM)
+        | '\u{FFA0}'                // halfwidth Hangul filler
+        | '\u{FFF0}'..='\u{FFF8}'
+        | '\u{1BCA0}'..='\u{1BCA3}' // shorthand format controls
+        | '\u{1D173}'..='\u{1D17A}' // musical format controls
+        | '\u{E0000}'..='\u{E0FFF}' // tags, variation selectors supplement
+    ) || c.is_control()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(raw: &str) -> String {
+        BuyerKey::from(&Email::parse(raw).unwrap()).0
+    }
+
+    /// Every spelling on a line is one buyer; lines are different buyers.
+    #[test]
+    fn spellings_of_one_mailbox_share_a_key() {
+        let groups: &[&[&str]] = &[
+            &[
+                "ada@example.org",
+                "ADA@example.org",
+                "ada+tickets@example.org",
+                "ada+a+b@example.org",
+                // Fullwidth letters and a fullwidth plus (NFKC).
+                "ａｄａ@example.org",
+                "ａｄａ＋x@example.org",
+                // Cyrillic а (U+0430), Greek α is not confusable with a.
+                "\u{430}d\u{430}@example.org",
+                // Cyrillic е in the domain.
+                "ada@\u{435}xample.org",
+            ],
+            &[
+                "janedoe@gmail.com",
+                "jane.doe@gmail.com",
+                "j.a.n.e.d.o.e@gmail.com",
+                "Jane.Doe+resale@googlemail.com",
+                "janedoe@googlemail.com",
+            ],
+            &[
+                // Composed é, and e with a combining acute accent.
+                "ren\u{e9}@example.org",
+                "rene\u{301}@example.org",
+            ],
+            // Dots count outside Gmail.
+            &["jane.doe@example.org"],
+            &["janedoe@example.org"],
+        ];
+        let mut seen = std::collections::HashMap::new();
+        for (i, group) in groups.iter().enumerate() {
+            for raw in *group {
+                let k = key(raw);
+                if let Some(&other) = seen.get(&k) {
+                    assert_eq!(other, i, "{raw} folds to {k}, the key of group {other}");
+                }
+                seen.insert(k, i);
+            }
+            let first = key(group[0]);
+            for raw in *group {
+                assert_eq!(key(raw), first, "{raw} vs {}", group[0]);
+            }
+        }
+    }
+
+    #[test]
+    fn limits_check_the_ticket_type_then_the_event() {
+        let limits = BuyerLimits {
+            per_ticket_type: 4,
+            per_event: Some(6),
+        };
+        assert_eq!(limits.check(0, 0, 4), Ok(()));
+        assert_eq!(
+            limits.check(1, 1, 4),
+            Err(LimitBreach::TicketType { max: 4 })
+        );
+        assert_eq!(limits.check(0, 3, 4), Err(LimitBreach::Event { max: 6 }));
+        assert_eq!(limits.check(2, 4, 2), Ok(()));
+        let no_event_limit = BuyerLimits {
+            per_event: None,
+            ..limits
+        };
+        assert_eq!(no_event_limit.check(0, 1_000, 4), Ok(()));
+    }
+
+    #[test]
+    fn invisible_characters_are_recognised() {
+        for c in [
+            '\u{200B}',
+            '\u{200C}',
+            '\u{200D}',
+            '\u{00AD}',
+            '\u{202E}',
+            '\u{2066}',
+            '\u{FEFF}',
+            '\u{2060}',
+            '\u{E0041}',
+            '\u{0}',
+        ] {
+            assert!(is_invisible(c), "U+{:04X}", u32::from(c));
+        }
+        for c in ['a', 'é', 'а', '+', '.', '-'] {
+            assert!(!is_invisible(c), "{c}");
+        }
+    }
+}
