@@ -157,6 +157,12 @@ impl Sales {
         Ok(self)
     }
 
+    /// Whether this instance has seen the ticket type sell out (and no
+    /// tickets come back since): for pages, which show it at once.
+    pub fn known_sold_out(&self, ticket_type_id: TicketTypeId) -> bool {
+        self.sold_out.is_set(ticket_type_id)
+    }
+
     pub fn strategy(&self) -> Strategy {
         self.strategy
     }

@@ -13,9 +13,13 @@ use moka::future::Cache;
 use sqlx::PgPool;
 
 use crate::{
-    db::{self, events::EventDetail},
+    db::{
+        self,
+        events::{EventDetail, TicketType},
+    },
     domain::EventId,
     error::AppError,
+    sale::Sales,
 };
 
 /// How stale the shown event may be: a halted or cancelled ticket type is
@@ -42,11 +46,13 @@ impl EventCache {
         }
     }
 
-    /// The published (or cancelled) event, as of at most [`FRESH_FOR`] ago.
-    /// Concurrent misses for one event wait for a single query.
+    /// The published (or cancelled) event, as of at most [`FRESH_FOR`] ago;
+    /// a ticket type this instance knows to be sold out shows none left at
+    /// once. Concurrent misses for one event wait for a single query.
     pub async fn published(
         &self,
         db: &PgPool,
+        sales: &Sales,
         event_id: EventId,
     ) -> Result<Arc<EventDetail>, AppError> {
         let entry = self
@@ -63,7 +69,18 @@ impl EventCache {
                 AppError::Overloaded => AppError::Overloaded,
                 _ => AppError::internal(anyhow::anyhow!("loading event {event_id}: {err}")),
             })?;
-        entry.ok_or(AppError::NotFound)
+        let detail = entry.ok_or(AppError::NotFound)?;
+        let sold_out = |t: &TicketType| t.remaining > 0 && sales.known_sold_out(t.id);
+        if !detail.ticket_types.iter().any(sold_out) {
+            return Ok(detail);
+        }
+        let mut fresher = EventDetail::clone(&detail);
+        for ticket_type in &mut fresher.ticket_types {
+            if sold_out(ticket_type) {
+                ticket_type.remaining = 0;
+            }
+        }
+        Ok(Arc::new(fresher))
     }
 
     /// Drop the event's entry: its organizer changed it through this

@@ -58,7 +58,10 @@ pub async fn event(
     ctx: PageContext,
     Path(id): Path<String>,
 ) -> Result<Markup, AppError> {
-    let detail = state.events.published(&state.db, parse_id(&id)?).await?;
+    let detail = state
+        .events
+        .published(&state.db, &state.sales, parse_id(&id)?)
+        .await?;
     let form = BuyForm {
         idempotency_key: IdempotencyKey::generate().as_str().to_owned(),
         ..BuyForm::default()
@@ -99,7 +102,10 @@ pub async fn buy(
         Err(err) => err,
     };
     // Back to the event page, filled in, with the reason.
-    let detail = state.events.published(&state.db, event_id).await?;
+    let detail = state
+        .events
+        .published(&state.db, &state.sales, event_id)
+        .await?;
     // A conflicting key stays in conflict: give the corrected form a new one.
     if IdempotencyKey::parse(&form.idempotency_key).is_err()
         || matches!(err, AppError::IdempotencyConflict)

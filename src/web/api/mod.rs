@@ -63,7 +63,10 @@ pub async fn get_event(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<EventBody>> {
-    let detail = state.events.published(&state.db, parse_id(&id)?).await?;
+    let detail = state
+        .events
+        .published(&state.db, &state.sales, parse_id(&id)?)
+        .await?;
     Ok(Json(db::events::EventDetail::clone(&detail).into()))
 }
 
