@@ -74,6 +74,9 @@ type Reply = oneshot::Sender<Result<Purchase, AppError>>;
 struct Job {
     now: OffsetDateTime,
     request: PurchaseRequest,
+    /// The ticket type is known sold out: only replay an earlier order of
+    /// this key, or refuse.
+    replay_only: bool,
     reply: Reply,
 }
 
@@ -100,10 +103,31 @@ impl Batcher {
         now: OffsetDateTime,
         request: &PurchaseRequest,
     ) -> Result<Purchase, AppError> {
+        self.submit(now, request, false).await
+    }
+
+    /// For a ticket type known sold out: the buyer's earlier order for this
+    /// key, replayed, or [`AppError::SoldOut`]. Queued like a purchase, so
+    /// that one read answers a whole batch of them.
+    pub async fn replay_or_sold_out(
+        self: &Arc<Self>,
+        now: OffsetDateTime,
+        request: &PurchaseRequest,
+    ) -> Result<Purchase, AppError> {
+        self.submit(now, request, true).await
+    }
+
+    async fn submit(
+        self: &Arc<Self>,
+        now: OffsetDateTime,
+        request: &PurchaseRequest,
+        replay_only: bool,
+    ) -> Result<Purchase, AppError> {
         let (reply, answer) = oneshot::channel();
         let mut job = Job {
             now,
             request: request.clone(),
+            replay_only,
             reply,
         };
         loop {
@@ -167,6 +191,13 @@ impl Batcher {
     }
 
     async fn sell(&self, ticket_type_id: TicketTypeId, jobs: Vec<Job>) {
+        let (replays, jobs): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| j.replay_only);
+        if !replays.is_empty() {
+            self.replay_or_refuse(replays).await;
+        }
+        if jobs.is_empty() {
+            return;
+        }
         let span = tracing::info_span!(
             "purchase_batch",
             %ticket_type_id,
@@ -202,6 +233,33 @@ impl Batcher {
         }
         .instrument(span)
         .await;
+    }
+
+    /// Jobs of a ticket type known sold out: one read for all their keys.
+    async fn replay_or_refuse(&self, jobs: Vec<Job>) {
+        let emails: Vec<&str> = jobs.iter().map(|j| j.request.email.as_str()).collect();
+        let keys: Vec<&str> = jobs
+            .iter()
+            .map(|j| j.request.idempotency_key.as_str())
+            .collect();
+        match existing_orders(&self.db, &emails, &keys).await {
+            Ok(existing) => {
+                for job in jobs {
+                    let answer = match existing.get(&order_key(&job.request)) {
+                        Some(order) => replay(order.clone(), &job.request),
+                        None => Err(AppError::SoldOut),
+                    };
+                    let _ = job.reply.send(answer);
+                }
+            }
+            Err(err) => {
+                // Every one of them is told to come back in a moment.
+                tracing::warn!(error = %err, "replay read failed");
+                for job in jobs {
+                    let _ = job.reply.send(Err(AppError::Overloaded));
+                }
+            }
+        }
     }
 
     /// A request the batch could not answer, sold on its own.
@@ -283,7 +341,7 @@ async fn sell_batch(
         .iter()
         .map(|j| BuyerKey::from(&j.request.email))
         .collect();
-    let existing = existing_orders(&mut tx, &emails, &keys).await?;
+    let existing = existing_orders(&mut *tx, &emails, &keys).await?;
     let held = holdings(&mut tx, ticket_type_id, locked.event_id, &buyers).await?;
 
     let decisions = decide(jobs, &buyers, &locked, limits, &window, &existing, held);
@@ -433,7 +491,7 @@ fn decide(
 }
 
 async fn existing_orders(
-    tx: &mut Transaction<'_, Postgres>,
+    db: impl sqlx::PgExecutor<'_>,
     emails: &[&str],
     keys: &[&str],
 ) -> Result<HashMap<(String, String), Order>, AppError> {
@@ -446,7 +504,7 @@ async fn existing_orders(
         emails as &[&str],
         keys as &[&str],
     )
-    .fetch_all(&mut **tx)
+    .fetch_all(db)
     .await?;
     Ok(rows
         .into_iter()

@@ -201,7 +201,11 @@ impl Sales {
     ) -> Result<Purchase, AppError> {
         if self.sold_out.is_set(request.ticket_type_id) {
             // Idempotency holds after the sell-out too: a retry of a
-            // purchase that committed gets its order back.
+            // purchase that committed gets its order back. The engine reads
+            // the keys of a whole batch of such requests at once.
+            if self.strategy == Strategy::Batch {
+                return self.batcher.replay_or_sold_out(now, request).await;
+            }
             return match replay_by_key(&self.db, request).await {
                 Err(AppError::NotFound) => Err(AppError::SoldOut),
                 answer => answer,
