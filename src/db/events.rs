@@ -309,7 +309,7 @@ pub async fn update(
     Ok(())
 }
 
-/// Publish or unpublish; cancelling is `sale::cancel_event`.
+/// Publish or unpublish; cancelling an event is the sale path's (`src/sale/cancel.rs`).
 pub async fn set_status(
     db: &PgPool,
     organizer_id: OrganizerId,

@@ -1,5 +1,5 @@
 //! The order page: the order's event and its tickets (the order row
-//! itself is read by [`crate::sale::find_by_id`]).
+//! itself is read by the sale path, `src/sale/`, which owns that table).
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
@@ -9,7 +9,7 @@ use crate::{
     error::AppError,
 };
 
-/// What the order page shows around the order row ([`crate::sale::Order`]):
+/// What the order page shows around the order row (read by the sale path):
 /// its ticket type and event, and when it was cancelled.
 #[derive(Debug, Clone)]
 pub struct OrderContext {
