@@ -545,3 +545,36 @@ async fn a_cancellation_elsewhere_clears_the_sold_out_flag(
     assert_invariants(&pool).await;
     assert_eq!(sold(&pool, tt).await, 1);
 }
+
+/// Postgres slow: the row held elsewhere past the purchase's deadline. The
+/// buyer gets 503 (Overloaded) and the purchase is never written, not even
+/// once the row is free; the next purchase goes through.
+#[sqlx::test]
+async fn a_purchase_past_its_deadline_is_refused_and_never_written(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = rush(connect, TicketSpec::new(100, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let settings = EngineSettings {
+        deadline: Duration::from_millis(500),
+        ..EngineSettings::default()
+    };
+    let sales = Sales::new(pool.clone(), Strategy::Batch, settings);
+    let held = hold_row(&pool, tt).await;
+    let late = sales
+        .purchase(now(), &request(tt, 1, "late@example.org", &fresh_key()))
+        .await;
+    assert!(matches!(late, Err(AppError::Overloaded)), "{late:?}");
+    held.rollback().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(order_count(&pool).await, 0);
+    assert_eq!(remaining(&pool, tt).await, 100);
+
+    sales
+        .purchase(now(), &request(tt, 1, "next@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    assert_eq!(sold(&pool, tt).await, 1);
+    assert_invariants(&pool).await;
+}

@@ -25,7 +25,7 @@
 use std::{
     collections::{HashMap, HashSet, hash_map::Entry},
     sync::{Arc, Mutex, PoisonError},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use sqlx::{PgPool, Postgres, Transaction};
@@ -57,6 +57,12 @@ pub struct EngineSettings {
     pub queue_capacity: usize,
     /// How long a sold-out flag stands without news from Postgres.
     pub sold_out_lifetime: Duration,
+    /// A purchase not sold within this of its arrival is refused (503) and
+    /// never written: the batch waits for the row and runs its statements
+    /// under a lock and statement timeout that end by the earliest deadline
+    /// in it. Keep it below the request timeout, so that no purchase commits
+    /// after its buyer was told 503.
+    pub deadline: Duration,
 }
 
 impl Default for EngineSettings {
@@ -65,6 +71,7 @@ impl Default for EngineSettings {
             max_batch: 512,
             queue_capacity: 4096,
             sold_out_lifetime: Duration::from_secs(2),
+            deadline: Duration::from_secs(10),
         }
     }
 }
@@ -77,6 +84,8 @@ struct Job {
     /// The ticket type is known sold out: only replay an earlier order of
     /// this key, or refuse.
     replay_only: bool,
+    /// Not sold by then: refused, never written.
+    deadline: Instant,
     reply: Reply,
 }
 
@@ -128,6 +137,7 @@ impl Batcher {
             now,
             request: request.clone(),
             replay_only,
+            deadline: Instant::now() + self.settings.deadline,
             reply,
         };
         loop {
@@ -195,9 +205,14 @@ impl Batcher {
         if !replays.is_empty() {
             self.replay_or_refuse(replays).await;
         }
-        if jobs.is_empty() {
-            return;
+        let now = Instant::now();
+        let (late, jobs): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| j.deadline <= now);
+        for job in late {
+            let _ = job.reply.send(Err(AppError::Overloaded));
         }
+        let Some(deadline) = jobs.iter().map(|j| j.deadline).min() else {
+            return;
+        };
         let span = tracing::info_span!(
             "purchase_batch",
             %ticket_type_id,
@@ -205,7 +220,7 @@ impl Batcher {
             sold = tracing::field::Empty,
         );
         async {
-            let answers = match sell_batch(&self.db, ticket_type_id, &jobs).await {
+            let answers = match sell_batch(&self.db, ticket_type_id, &jobs, deadline).await {
                 Ok(sold) => {
                     tracing::Span::current().record("sold", sold.sold);
                     if sold.remaining == Some(0) {
@@ -213,7 +228,7 @@ impl Batcher {
                     }
                     sold.answers
                 }
-                Err(AppError::Overloaded) => jobs
+                Err(err) if matches!(err, AppError::Overloaded) || past_deadline(&err) => jobs
                     .iter()
                     .map(|_| Some(Err(AppError::Overloaded)))
                     .collect(),
@@ -264,6 +279,9 @@ impl Batcher {
 
     /// A request the batch could not answer, sold on its own.
     async fn alone(&self, job: &Job) -> Result<Purchase, AppError> {
+        if job.deadline <= Instant::now() {
+            return Err(AppError::Overloaded);
+        }
         let result = single::purchase(&self.db, job.now, &job.request, Locking::RowLockFirst).await;
         if matches!(result, Err(AppError::SoldOut)) {
             self.sold_out.set(job.request.ticket_type_id);
@@ -293,14 +311,41 @@ struct Locked {
     currency: String,
 }
 
+/// Whether the batch failed because it ran into its deadline (the lock or
+/// statement timeout that [`sell_batch`] sets).
+fn past_deadline(err: &AppError) -> bool {
+    let AppError::Internal(cause) = err else {
+        return false;
+    };
+    cause
+        .downcast_ref::<sqlx::Error>()
+        .and_then(sqlx::Error::as_database_error)
+        .and_then(|db| db.code())
+        // lock_not_available, query_canceled
+        .is_some_and(|code| code == "55P03" || code == "57014")
+}
+
 async fn sell_batch(
     db: &PgPool,
     ticket_type_id: TicketTypeId,
     jobs: &[Job],
+    deadline: Instant,
 ) -> Result<Sold, AppError> {
-    let waited = std::time::Instant::now();
+    let waited = Instant::now();
     let mut tx = db.begin().await?;
     metrics::histogram!("stampede_db_pool_wait_seconds").record(waited.elapsed().as_secs_f64());
+    // Nothing of this batch may commit after its earliest buyer's deadline.
+    let left_ms = deadline
+        .saturating_duration_since(Instant::now())
+        .as_millis()
+        .max(1);
+    sqlx::query!(
+        r#"SELECT set_config('lock_timeout', $1, true) AS "lock_timeout!",
+                  set_config('statement_timeout', $1, true) AS "statement_timeout!""#,
+        format!("{left_ms}ms"),
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     let Some(locked) = sqlx::query_as!(
         Locked,
         "SELECT event_id, remaining, max_per_order, max_per_buyer, sales_halted, price_minor, currency
