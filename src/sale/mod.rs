@@ -11,7 +11,8 @@
 //!    ([`BuyerKey`]); the order keeps the email as given;
 //! 3. the conditional `UPDATE ticket_types SET remaining = remaining - $n
 //!    WHERE id = $1 AND remaining - $n >= 0` plus the sale window
-//!    (`sale_open(...)`, the SQL twin of `domain::SaleWindow`) and the
+//!    (`sale_open(...)`, the SQL twin of `domain::SaleWindow`, on the
+//!    event's status and window as copied onto the row) and the
 //!    `sales_halted` flag — exactly one row, or roll back. It runs last, so
 //!    the hot row stays locked only for the commit.
 //!
@@ -224,13 +225,18 @@ async fn purchase_inner(
         return Err(AppError::EventBuyerLimit { max });
     }
 
-    // 3. The stock: one row affected or nothing is sold.
+    // 3. The stock: one row affected or nothing is sold. Every guard reads
+    //    the ticket type row itself, never a joined `events` row: a purchase
+    //    blocked on this row re-checks the WHERE clause against the version
+    //    committed by whoever held it, and only this row is re-read. The
+    //    event's status and window are copied onto the row by triggers
+    //    (migrations/0004), so unpublishing, cancelling or closing the sale
+    //    stops purchases already waiting here, with any number of instances.
     let remaining = sqlx::query_scalar!(
         r#"UPDATE ticket_types t SET remaining = t.remaining - $2
-           FROM events e
            WHERE t.id = $1 AND t.remaining - $2 >= 0
              AND $2 <= t.max_per_order AND NOT t.sales_halted
-             AND e.id = t.event_id AND sale_open(e.status, e.sale_opens_at, e.sale_closes_at, $3)
+             AND sale_open(t.event_status, t.sale_opens_at, t.sale_closes_at, t.event_starts_at, $3)
            RETURNING t.remaining"#,
         request.ticket_type_id.get(),
         quantity,
