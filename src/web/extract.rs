@@ -59,16 +59,13 @@ fn json_error(err: serde_path_to_error::Error<serde_json::Error>) -> AppError {
         return AppError::BadRequest(format!("Malformed JSON: {inner}"));
     }
     let message = inner.to_string();
-    // serde reports a missing (or an unknown) field at its parent's path;
-    // name the field.
+    // serde reports a missing field at its parent's path; name the field.
     let field = match message
         .strip_prefix("missing field `")
-        .or_else(|| message.strip_prefix("unknown field `"))
         .and_then(|rest| rest.split_once('`'))
     {
-        Some((name, _)) if path == "." => name.to_owned(),
-        Some((name, _)) if path == name || path.ends_with(&format!(".{name}")) => path,
-        Some((name, _)) => format!("{path}.{name}"),
+        Some((missing, _)) if path == "." => missing.to_owned(),
+        Some((missing, _)) => format!("{path}.{missing}"),
         None => path,
     };
     let message = message
