@@ -21,28 +21,29 @@ $$;
 --    transaction that changes the event; that UPDATE takes the ticket types'
 --    row locks (waiting for purchases in flight to commit), and every later
 --    purchase sees the new values. Lock order stays events, then ticket
---    types, as in cancel_event and the event edit.
+--    types, as in cancel_event and the event edit. The copies are named
+--    event_* so that no query joining the two tables becomes ambiguous.
 ALTER TABLE ticket_types
-    ADD COLUMN event_status    text,
-    ADD COLUMN sale_opens_at   timestamptz,
-    ADD COLUMN sale_closes_at  timestamptz,
-    ADD COLUMN event_starts_at timestamptz;
+    ADD COLUMN event_status         text,
+    ADD COLUMN event_sale_opens_at  timestamptz,
+    ADD COLUMN event_sale_closes_at timestamptz,
+    ADD COLUMN event_starts_at      timestamptz;
 
 UPDATE ticket_types t
-SET event_status = e.status, sale_opens_at = e.sale_opens_at,
-    sale_closes_at = e.sale_closes_at, event_starts_at = e.starts_at
+SET event_status = e.status, event_sale_opens_at = e.sale_opens_at,
+    event_sale_closes_at = e.sale_closes_at, event_starts_at = e.starts_at
 FROM events e WHERE e.id = t.event_id;
 
 ALTER TABLE ticket_types
     ALTER COLUMN event_status SET NOT NULL,
-    ALTER COLUMN sale_opens_at SET NOT NULL,
+    ALTER COLUMN event_sale_opens_at SET NOT NULL,
     ALTER COLUMN event_starts_at SET NOT NULL;
 
 CREATE FUNCTION ticket_types_copy_event_window() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     SELECT e.status, e.sale_opens_at, e.sale_closes_at, e.starts_at
-    INTO NEW.event_status, NEW.sale_opens_at, NEW.sale_closes_at, NEW.event_starts_at
+    INTO NEW.event_status, NEW.event_sale_opens_at, NEW.event_sale_closes_at, NEW.event_starts_at
     FROM events e WHERE e.id = NEW.event_id;
     RETURN NEW;
 END
@@ -56,8 +57,8 @@ CREATE FUNCTION events_push_window() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE ticket_types
-    SET event_status = NEW.status, sale_opens_at = NEW.sale_opens_at,
-        sale_closes_at = NEW.sale_closes_at, event_starts_at = NEW.starts_at
+    SET event_status = NEW.status, event_sale_opens_at = NEW.sale_opens_at,
+        event_sale_closes_at = NEW.sale_closes_at, event_starts_at = NEW.starts_at
     WHERE event_id = NEW.id;
     RETURN NULL;
 END
