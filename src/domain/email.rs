@@ -111,4 +111,10 @@ mod tests {
             Err("That email address is too long.".to_owned())
         );
     }
+
+    #[test]
+    fn displays_as_the_normalised_address() {
+        let email = Email::parse(" Ada@Example.org").unwrap();
+        assert_eq!(email.to_string(), "ada@example.org");
+    }
 }

@@ -131,4 +131,14 @@ mod tests {
         assert_eq!(CancelSecret::parse("short"), None);
         assert_eq!(CancelSecret::parse(&"!".repeat(43)), None);
     }
+
+    #[test]
+    fn keeps_keys_of_up_to_128_characters_as_given() {
+        let longest = "k".repeat(128);
+        assert_eq!(IdempotencyKey::parse(&longest).unwrap().as_str(), longest);
+        assert_eq!(
+            IdempotencyKey::parse(" order-1:a.b_c ").unwrap().as_str(),
+            "order-1:a.b_c"
+        );
+    }
 }
