@@ -478,7 +478,9 @@ async fn a_cancelled_order_returns_its_tickets_exactly_once(pool: PgPool) {
         ));
     }
     assert_eq!(remaining(&pool, tt).await, 0);
-    let cancelled = sale::cancel(&pool, now(), order.id, Some(&secret)).await.unwrap();
+    let cancelled = sale::cancel(&pool, now(), order.id, Some(&secret))
+        .await
+        .unwrap();
     assert_eq!(cancelled.status, OrderStatus::Cancelled);
     assert!(matches!(
         sale::cancel(&pool, now(), order.id, Some(&secret)).await,

@@ -262,7 +262,7 @@ mod tests {
 
     use std::net::{IpAddr, SocketAddr};
 
-    use axum::{body::Body, extract::ConnectInfo};
+    use axum::{body::Body, extract::ConnectInfo, http::StatusCode};
     use tower::ServiceExt as _;
 
     use super::*;

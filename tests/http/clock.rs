@@ -163,6 +163,7 @@ async fn without_a_close_time_the_sale_closes_when_the_event_starts(pool: PgPool
     let (status, body) = try_buy(&app, tt, "last@example.org").await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let order_id = body["id"].as_str().unwrap().to_owned();
+    let secret = body["cancel_secret"].as_str().unwrap().to_owned();
 
     app.clock.set(starts);
     let page = event_page(&app, fixture.event_id).await;
@@ -174,7 +175,7 @@ async fn without_a_close_time_the_sale_closes_when_the_event_starts(pool: PgPool
     // Nor can the buyer cancel once it has started: 409, nothing moves.
     let resp = app
         .client
-        .post(app.url(&format!("/api/v1/orders/{order_id}/cancel")))
+        .post(app.url(&format!("/api/v1/orders/{order_id}/cancel?s={secret}")))
         .send()
         .await
         .unwrap();

@@ -180,7 +180,12 @@ async fn two_hundred_buyers_racing_the_owner_cancelling_the_event_leave_no_confi
     // Orders to cancel: ten sold before the rush, to buyers not in it.
     let early = 10;
     for i in 1000..1000 + early {
-        let sold = sale::purchase(&pool, now, &request(i, format!("early-{i}-0123456789abcdef"))).await;
+        let sold = sale::purchase(
+            &pool,
+            now,
+            &request(i, format!("early-{i}-0123456789abcdef")),
+        )
+        .await;
         assert!(matches!(sold, Ok(Purchase::Created { .. })), "{sold:?}");
     }
     // The overlap, made certain: the first ticket type's row is held, so its
