@@ -45,6 +45,8 @@ pub enum AppError {
     IdempotencyConflict,
     #[error("This order is already cancelled.")]
     AlreadyCancelled,
+    #[error("The event has started; its orders can no longer be cancelled.")]
+    EventStarted,
     #[error("That method is not allowed here.")]
     MethodNotAllowed,
     #[error("The request body is too large.")]
@@ -72,7 +74,8 @@ impl AppError {
             | Self::BuyerLimit { .. }
             | Self::EventBuyerLimit { .. }
             | Self::IdempotencyConflict
-            | Self::AlreadyCancelled => StatusCode::CONFLICT,
+            | Self::AlreadyCancelled
+            | Self::EventStarted => StatusCode::CONFLICT,
             Self::SaleNotOpen { .. } | Self::SaleClosed(_) => StatusCode::FORBIDDEN,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -99,6 +102,7 @@ impl AppError {
             Self::SaleClosed(_) => "sale_closed",
             Self::IdempotencyConflict => "idempotency_conflict",
             Self::AlreadyCancelled => "already_cancelled",
+            Self::EventStarted => "event_started",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::PayloadTooLarge => "payload_too_large",
             Self::RequestTimeout => "request_timeout",

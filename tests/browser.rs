@@ -539,6 +539,88 @@ async fn ticket_count(pool: &PgPool) -> i64 {
         .unwrap()
 }
 
+/// The countdown of static/app.js, on a page opened before the sale, with
+/// the server's clock (the app's `ManualClock`) a day ahead of the
+/// browser's: it counts down from the server's time, reloads once after the
+/// opening (after its jitter of 250 ms to 2 s), shows the buy form after the
+/// reload, and does not reload again.
+#[sqlx::test]
+async fn the_countdown_follows_the_server_clock_and_reloads_once_into_the_buy_form(pool: PgPool) {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn(pool.clone()).await;
+    let opens = (time::OffsetDateTime::now_utc() + Span::days(1))
+        .replace_nanosecond(0)
+        .unwrap();
+    let fixture = common::event_with_window(
+        &pool,
+        opens,
+        None,
+        "published",
+        &[common::TicketSpec::new(10, 2, 2)],
+    )
+    .await;
+    app.clock.set(opens - Span::seconds(8));
+    let buyer = driver.browser().await;
+    let page = format!("/events/{}", fixture.event_id);
+    buyer.goto(&app.url(&page)).await.unwrap();
+    wait_for_path(&buyer, "the event page before the sale", |p| p == page).await;
+    // Mark this document, and note (in sessionStorage, which outlives a
+    // reload) when the countdown reaches zero.
+    buyer
+        .execute(
+            r#"window.stampedeFirstLoad = true;
+               const countdown = document.getElementById("countdown");
+               new MutationObserver(() => {
+                 if (countdown.textContent.startsWith("The sale is open") && !sessionStorage.zeroAt) {
+                   sessionStorage.zeroAt = String(performance.timeOrigin + performance.now());
+                 }
+               }).observe(countdown, { childList: true, characterData: true, subtree: true });"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    let counting = texts(&buyer, "#countdown").await.join(" ");
+    // From the server's clock: seconds. From the browser's it would be a day.
+    assert!(counting.contains("Opens in 00:00:0"), "{counting}");
+    assert!(!counting.contains("1d"), "{counting}");
+    assert!(
+        texts(&buyer, "input[name=quantity]").await.is_empty(),
+        "a buy form before the sale"
+    );
+
+    // The sale opens on the server; the browser finds out by its countdown.
+    app.clock.set(opens);
+    find(&buyer, "input[name=quantity]").await;
+    let reloaded = buyer
+        .execute(
+            "return [window.stampedeFirstLoad === true, Number(sessionStorage.zeroAt), performance.timeOrigin];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(reloaded[0], false, "the buy form came without a reload");
+    let delay = reloaded[2].as_f64().unwrap() - reloaded[1].as_f64().unwrap();
+    eprintln!("the countdown reached zero; the page reloaded {delay:.0} ms later");
+    assert!(
+        delay >= 250.0,
+        "reloaded {delay} ms after zero, before the jitter's least"
+    );
+    assert!(texts(&buyer, "#countdown").await.is_empty());
+
+    // No second reload: this document is still the one shown after longer
+    // than the longest jitter.
+    buyer
+        .execute("window.stampedeReloaded = true;", vec![])
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let same = buyer
+        .execute("return window.stampedeReloaded === true;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(same, true, "the page reloaded again");
+}
+
 // ---------------------------------------------------------------------------
 // Browser helpers. Every wait is bounded by WAIT and fails with what the
 // browser shows at that moment.

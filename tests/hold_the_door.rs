@@ -474,3 +474,73 @@ async fn failed_log_ins_leave_resident_memory_bounded(_: PgPoolOptions, connect:
     }
     server.stop();
 }
+
+/// Graceful shutdown in the middle of a burst: purchases are queued on the
+/// hot row (held by the test) when SIGTERM arrives; the row is released
+/// only once the server has stopped accepting. Each purchase is then either
+/// committed and answered 201, or answered otherwise (or not at all) and not
+/// written; the invariants hold and the process exits 0.
+#[sqlx::test]
+async fn sigterm_during_a_burst_answers_every_committed_purchase(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, tt, server) = event_and_server(&connect, &[], None).await;
+    let hold = common::locks::hold_ticket_type(&pool, tt).await;
+    let buyers: Vec<_> = (0..16)
+        .map(|i| {
+            let key = Uuid::new_v4().to_string();
+            let email = format!("burst{i}@example.org");
+            let request = client_from(loopback(40 + i)).post(server.url("/api/v1/orders")).json(
+                &json!({"ticket_type_id": tt, "quantity": 1, "email": email, "idempotency_key": key}),
+            );
+            let buying = tokio::spawn(async move {
+                match request.send().await {
+                    Ok(resp) => Some(resp.status().as_u16()),
+                    Err(_) => None,
+                }
+            });
+            (email, key, buying)
+        })
+        .collect();
+    // In flight for certain: queued on the held row.
+    common::locks::wait_until_blocked(&pool, "UPDATE ticket_types", 1).await;
+    server.terminate();
+    // Shutdown has begun once the listener is closed.
+    let mut closed = false;
+    for _ in 0..1000 {
+        if TcpStream::connect(server.addr).await.is_err() {
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(closed, "the server kept accepting after SIGTERM");
+    hold.tx.commit().await.unwrap();
+
+    let mut answered = 0;
+    for (email, key, buying) in buyers {
+        let status = buying.await.unwrap();
+        let written: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM orders WHERE email = $1 AND idempotency_key = $2",
+        )
+        .bind(&email)
+        .bind(&key)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        match status {
+            Some(201) => {
+                answered += 1;
+                assert_eq!(written, 1, "{email} was told 201 and has no order");
+            }
+            other => assert_eq!(written, 0, "{email} got {other:?} and has an order"),
+        }
+    }
+    eprintln!("{answered} of 16 purchases committed and answered across SIGTERM");
+    assert!(answered >= 1, "no purchase in flight was let finish");
+    server.wait_for_clean_exit();
+    assert_eq!(common::order_count(&pool).await, answered);
+    assert_invariants(&pool).await;
+    pool.close().await;
+}

@@ -8,7 +8,7 @@ mod common;
 
 use std::{net::SocketAddr, time::Duration};
 
-use common::{TicketSpec, published_event, serve};
+use common::{TicketSpec, csrf_cookie, form_body, published_event, serve};
 use reqwest::Response;
 use serde_json::{Value, json};
 use sqlx::{
@@ -212,4 +212,88 @@ async fn purchases_and_everything_else_have_budgets_of_their_own(pool: PgPool) {
     assert_eq!(purchase.await.unwrap().status(), 201);
     assert_eq!(page.await.unwrap().unwrap().status(), 200);
     limited.close().await;
+}
+
+/// The fault of issue 7: the hot row locked for longer than the request
+/// timeout. The purchase waiting on it is answered 503 with `Retry-After`
+/// (the JSON `overloaded` error) when the timeout passes, writes nothing,
+/// and leaves nothing behind: once the row is free the next purchase goes
+/// through.
+#[sqlx::test]
+async fn a_purchase_past_the_request_timeout_is_answered_503_and_writes_nothing(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let control = common::pool(connect.clone(), 4).await;
+    let fixture = published_event(&control, &[TicketSpec::new(10, 2, 2)]).await;
+    let tt = fixture.ticket_type_id();
+    let pool = common::pool(connect, 4).await;
+    let limits = Limits {
+        request_timeout: Duration::from_millis(500),
+        ..Limits::default()
+    };
+    let addr = serve(AppState::new(pool.clone()).with_limits(limits)).await;
+    let client = reqwest::Client::new();
+
+    let hold = common::locks::hold_ticket_type(&control, tt).await;
+    let timed_out = buy_one(client.clone(), addr, tt).await;
+    assert_eq!(timed_out.status(), 503);
+    assert_eq!(timed_out.headers()["retry-after"], "1");
+    assert!(
+        timed_out.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+    let body: Value = timed_out.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "overloaded", "{body}");
+    assert!(body["error"]["field"].is_null(), "{body}");
+    hold.tx.commit().await.unwrap();
+
+    // The abandoned transaction does not keep the row: a purchase goes
+    // through within the timeout, and it is the only order.
+    let next = buy_one(client.clone(), addr, tt).await;
+    assert_eq!(next.status(), 201, "{:?}", next.text().await);
+    assert_eq!(common::order_count(&control).await, 1);
+    assert_eq!(common::assert_invariants(&control).await, vec![(tt, 1)]);
+    pool.close().await;
+    control.close().await;
+}
+
+/// Log-ins wait for one of the few password-hashing slots; one that waits
+/// too long (every slot is taken here, as a crowd of log-ins would) is
+/// answered 503 with `Retry-After`, on the page, instead of queueing.
+#[sqlx::test]
+async fn a_log_in_that_waits_too_long_for_hashing_is_answered_503_with_retry_after(pool: PgPool) {
+    // Far beyond the hashing wait: a 503 here is the hashing queue's.
+    let limits = Limits {
+        request_timeout: Duration::from_secs(120),
+        ..Limits::default()
+    };
+    let addr = serve(AppState::new(pool.clone()).with_limits(limits)).await;
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let log_in = || {
+        client
+            .post(format!("http://{addr}/login"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("cookie", csrf_cookie())
+            .body(form_body(&[
+                ("email", "ada@example.org"),
+                ("password", "a long passphrase"),
+            ]))
+            .send()
+    };
+    let slots = stampede::auth::occupy_hashing().await.unwrap();
+    let busy = log_in().await.unwrap();
+    assert_eq!(busy.status(), 503);
+    assert_eq!(busy.headers()["retry-after"], "1");
+    let page = busy.text().await.unwrap();
+    assert!(page.contains("<html"), "{page}");
+    assert!(page.contains("very busy"), "{page}");
+    drop(slots);
+    // With the slots free, the same log-in is checked: no such account.
+    assert_eq!(log_in().await.unwrap().status(), 401);
 }

@@ -476,12 +476,15 @@ async fn a_batch_waiting_for_the_row_sees_the_event_unpublished(
         tokio::spawn(async move { sales.purchase(now(), &request).await })
     };
     until_waiting_for_locks(&pool, 1).await;
+    // In the holding transaction: its trigger copies the status onto the
+    // held row, which no other transaction could update meanwhile.
+    let mut held = held;
     sqlx::query("UPDATE events SET status = 'draft' WHERE id = $1")
         .bind(fixture.event_id)
-        .execute(&pool)
+        .execute(&mut *held)
         .await
         .unwrap();
-    held.rollback().await.unwrap();
+    held.commit().await.unwrap();
     let result = waiting.await.unwrap();
     assert!(matches!(result, Err(AppError::NotFound)), "{result:?}");
     assert_eq!(order_count(&pool).await, 0);
@@ -523,7 +526,7 @@ async fn a_cancellation_elsewhere_clears_the_sold_out_flag(
 
     // Another instance: its own pool, no shared memory.
     let elsewhere = common::pool(connect, 2).await;
-    sale::cancel(&elsewhere, bought.order().id, bought.cancel_secret())
+    sale::cancel(&elsewhere, now(), bought.order().id, bought.cancel_secret())
         .await
         .unwrap();
 

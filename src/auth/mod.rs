@@ -67,14 +67,27 @@ impl std::fmt::Debug for NewPassword {
 /// main.rs returning each buffer shortly after its hash ends, hashing adds
 /// at most about 4 x 19 MiB to resident memory (two buffers in use, two
 /// about to be returned), however many log-ins (README).
-static HASHING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+static HASHING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(HASHING_SLOTS);
+const HASHING_SLOTS: usize = 2;
+/// How long a log-in or sign-up waits for a hashing slot before its 503.
+const HASHING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Take every hashing slot, as a crowd of log-ins would, until the permit
+/// is dropped: for tests of the 503 that a long wait gets.
+#[doc(hidden)]
+pub async fn occupy_hashing() -> Result<tokio::sync::SemaphorePermit<'static>, AppError> {
+    HASHING
+        .acquire_many(HASHING_SLOTS as u32)
+        .await
+        .map_err(AppError::internal)
+}
 
 /// Run an argon2 job on the blocking pool, never on the async workers
 /// serving the on-sale, and never more than [`HASHING`] at once.
 async fn hashing<T: Send + 'static>(
     job: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, AppError> {
-    let _permit = tokio::time::timeout(std::time::Duration::from_secs(5), HASHING.acquire())
+    let _permit = tokio::time::timeout(HASHING_WAIT, HASHING.acquire())
         .await
         .map_err(|_| AppError::Overloaded)?
         .map_err(AppError::internal)?;

@@ -33,6 +33,7 @@ impl Event {
             status: self.status,
             opens_at: self.sale_opens_at,
             closes_at: self.sale_closes_at,
+            starts_at: self.starts_at,
         }
     }
 

@@ -88,4 +88,33 @@ mod tests {
             assert!(Email::parse(raw).is_err(), "{raw:?} should be rejected");
         }
     }
+
+    #[test]
+    fn takes_254_characters_and_not_255() {
+        // A 64-character local part and a domain of labels under 64.
+        let address = |last_label: usize| {
+            format!(
+                "{}@{}.{}.{}",
+                "a".repeat(64),
+                "b".repeat(63),
+                "c".repeat(63),
+                "d".repeat(last_label)
+            )
+        };
+        let longest = address(61);
+        assert_eq!(longest.len(), 254);
+        assert_eq!(Email::parse(&longest).unwrap().as_str(), longest);
+        let too_long = address(62);
+        assert_eq!(too_long.len(), 255);
+        assert_eq!(
+            Email::parse(&too_long),
+            Err("That email address is too long.".to_owned())
+        );
+    }
+
+    #[test]
+    fn displays_as_the_normalised_address() {
+        let email = Email::parse(" Ada@Example.org").unwrap();
+        assert_eq!(email.to_string(), "ada@example.org");
+    }
 }

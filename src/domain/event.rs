@@ -164,6 +164,7 @@ impl EventInput {
                 status,
                 opens_at: sale_opens_at,
                 closes_at: sale_closes_at,
+                starts_at,
             },
             max_per_buyer,
             ticket_types,

@@ -131,4 +131,16 @@ mod tests {
         assert_eq!(CancelSecret::parse("short"), None);
         assert_eq!(CancelSecret::parse(&"!".repeat(43)), None);
     }
+
+    #[test]
+    fn keeps_keys_as_given_without_the_spaces_around() {
+        let longest = "k".repeat(MAX_KEY_CHARS);
+        assert_eq!(IdempotencyKey::parse(&longest).unwrap().as_str(), longest);
+        assert_eq!(
+            IdempotencyKey::parse(" order-1_0123456789abcdef ")
+                .unwrap()
+                .as_str(),
+            "order-1_0123456789abcdef"
+        );
+    }
 }

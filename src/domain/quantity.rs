@@ -64,4 +64,17 @@ mod tests {
             assert!(Quantity::parse(raw).is_err(), "{raw:?} should be refused");
         }
     }
+
+    #[test]
+    fn says_why_a_quantity_is_refused() {
+        // Digits beyond i64 are too many tickets, not a malformed number.
+        assert_eq!(
+            Quantity::parse("99999999999999999999999"),
+            Err(format!("At most {MAX_QUANTITY} tickets fit in one order."))
+        );
+        assert_eq!(
+            Quantity::parse("1e3"),
+            Err("\"1e3\" is not a whole number of tickets.".to_owned())
+        );
+    }
 }

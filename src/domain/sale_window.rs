@@ -1,9 +1,10 @@
 //! The one rule for "is the sale open": an event's status and its sale
 //! window, against a clock. Pages, the purchase precheck and the refusal
 //! after a lost race all ask [`SaleWindow::state`]. Its SQL twin is the
-//! function `sale_open(status, opens_at, closes_at, at)` from
-//! migrations/0003_sale_open.sql, which the sale transaction's conditional
-//! `UPDATE` calls; `tests/sale_window.rs` checks that the two agree.
+//! function `sale_open(status, opens_at, closes_at, starts_at, at)` from
+//! migrations/0004_sale_closes_at_start.sql, which the sale transaction's
+//! conditional `UPDATE` calls; `tests/sale_window.rs` checks that the two
+//! agree.
 
 use time::OffsetDateTime;
 
@@ -24,21 +25,28 @@ pub enum SaleState {
 pub struct SaleWindow {
     pub status: EventStatus,
     pub opens_at: OffsetDateTime,
-    /// `None`: the sale stays open until the event is cancelled.
+    /// `None`: the sale closes when the event starts.
     pub closes_at: Option<OffsetDateTime>,
+    /// When the event starts: the close of a sale without `closes_at`.
+    pub starts_at: OffsetDateTime,
 }
 
 impl SaleWindow {
-    /// Open from `opens_at` (inclusive) to `closes_at` (exclusive), while
-    /// published.
+    /// Open from `opens_at` (inclusive) to `closes_at` (exclusive), or to
+    /// the event's start when there is no `closes_at`, while published.
     pub fn state(&self, now: OffsetDateTime) -> SaleState {
         match self.status {
             EventStatus::Draft => SaleState::Draft,
             EventStatus::Cancelled => SaleState::Cancelled,
             EventStatus::Published if now < self.opens_at => SaleState::NotOpenYet,
-            EventStatus::Published if self.closes_at.is_some_and(|c| now >= c) => SaleState::Closed,
+            EventStatus::Published if now >= self.closes() => SaleState::Closed,
             EventStatus::Published => SaleState::Open,
         }
+    }
+
+    /// When the sale closes: `closes_at`, or else the event's start.
+    pub fn closes(&self) -> OffsetDateTime {
+        self.closes_at.unwrap_or(self.starts_at)
     }
 }
 
@@ -56,6 +64,7 @@ mod tests {
             status,
             opens_at: opens,
             closes_at: Some(closes),
+            starts_at: closes + Duration::days(1),
         };
         let published = window(EventStatus::Published);
         assert_eq!(
@@ -70,5 +79,20 @@ mod tests {
             window(EventStatus::Cancelled).state(opens),
             SaleState::Cancelled
         );
+    }
+
+    #[test]
+    fn without_a_close_time_the_sale_closes_when_the_event_starts() {
+        let opens = datetime!(2027-01-01 10:00 UTC);
+        let starts = opens + Duration::days(7);
+        let window = SaleWindow {
+            status: EventStatus::Published,
+            opens_at: opens,
+            closes_at: None,
+            starts_at: starts,
+        };
+        assert_eq!(window.state(starts - Duration::SECOND), SaleState::Open);
+        assert_eq!(window.state(starts), SaleState::Closed);
+        assert_eq!(window.state(starts + Duration::days(1)), SaleState::Closed);
     }
 }

@@ -66,3 +66,29 @@ impl fmt::Display for OrderStatus {
         f.write_str(self.as_str())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_round_trip_through_their_stored_text() {
+        for status in [
+            EventStatus::Draft,
+            EventStatus::Published,
+            EventStatus::Cancelled,
+        ] {
+            assert_eq!(EventStatus::from_db(status.as_str()), Some(status));
+            assert_eq!(status.to_string(), status.as_str());
+        }
+        assert_eq!(EventStatus::Published.as_str(), "published");
+        assert_eq!(EventStatus::from_db("live"), None);
+        for status in [OrderStatus::Confirmed, OrderStatus::Cancelled] {
+            assert_eq!(OrderStatus::from_db(status.as_str()), Some(status));
+            assert_eq!(status.to_string(), status.as_str());
+        }
+        assert_eq!(OrderStatus::Confirmed.as_str(), "confirmed");
+        assert_eq!(OrderStatus::Cancelled.as_str(), "cancelled");
+        assert_eq!(OrderStatus::from_db("refunded"), None);
+    }
+}

@@ -360,7 +360,8 @@ async fn sell_batch(
     };
     // A statement of its own, after the lock: it sees what committed meanwhile.
     let event = sqlx::query!(
-        r#"SELECT status AS "status: EventStatus", sale_opens_at, sale_closes_at, max_per_buyer
+        r#"SELECT status AS "status: EventStatus", sale_opens_at, sale_closes_at, starts_at,
+                  max_per_buyer
            FROM events WHERE id = $1"#,
         locked.event_id,
     )
@@ -370,6 +371,7 @@ async fn sell_batch(
         status: event.status,
         opens_at: event.sale_opens_at,
         closes_at: event.sale_closes_at,
+        starts_at: event.starts_at,
     };
 
     let limits = BuyerLimits {
@@ -679,11 +681,11 @@ async fn write(
            ), stock AS (
                UPDATE ticket_types t
                SET remaining = t.remaining - (SELECT coalesce(sum(n.quantity), 0) FROM new_orders n)
-               FROM events e
-               WHERE t.id = $1 AND e.id = t.event_id
+               WHERE t.id = $1
                  AND t.remaining - (SELECT coalesce(sum(n.quantity), 0) FROM new_orders n) >= 0
                  AND $8 <= t.max_per_order AND NOT t.sales_halted
-                 AND sale_open(e.status, e.sale_opens_at, e.sale_closes_at, $9)
+                 AND sale_open(t.event_status, t.event_sale_opens_at, t.event_sale_closes_at,
+                               t.event_starts_at, $9)
                RETURNING t.remaining
            )
            SELECT n.id AS "id!", n.email AS "email!", n.quantity AS "quantity!",

@@ -3,11 +3,12 @@
 //! event by its organizer.
 
 use sqlx::PgPool;
+use time::OffsetDateTime;
 
 use super::{Order, find_by_id};
 use crate::{
     db,
-    domain::{CancelSecret, EventId, OrderId, OrganizerId},
+    domain::{CancelSecret, EventId, OrderId, OrderStatus, OrganizerId},
     error::AppError,
 };
 
@@ -16,21 +17,27 @@ use crate::{
 /// matches the secret's hash, so the order id alone cancels nothing
 /// ([`AppError::Forbidden`]). The status check in the UPDATE makes a second
 /// cancel (even a concurrent one) a no-op that reports
-/// [`AppError::AlreadyCancelled`].
+/// [`AppError::AlreadyCancelled`]. Once the event has started (at `now`),
+/// its orders stay as they are ([`AppError::EventStarted`]): seats of a past
+/// show go back on sale to no one.
 #[tracing::instrument(skip(db, secret))]
 pub async fn cancel(
     db: &PgPool,
+    now: OffsetDateTime,
     order_id: OrderId,
     secret: Option<&CancelSecret>,
 ) -> Result<Order, AppError> {
     let hash = secret.map(CancelSecret::hash);
     let mut tx = db.begin().await?;
     let order = sqlx::query!(
-        r#"UPDATE orders SET status = 'cancelled', cancelled_at = now()
-           WHERE id = $1 AND status = 'confirmed' AND cancel_secret_hash = $2
-           RETURNING ticket_type_id, COALESCE(buyer_key, email) AS "buyer_key!", quantity"#,
+        r#"UPDATE orders o SET status = 'cancelled', cancelled_at = now()
+           FROM ticket_types t
+           WHERE o.id = $1 AND o.status = 'confirmed' AND o.cancel_secret_hash = $2
+             AND t.id = o.ticket_type_id AND t.event_starts_at > $3
+           RETURNING o.ticket_type_id, COALESCE(o.buyer_key, o.email) AS "buyer_key!", o.quantity"#,
         order_id.get(),
         hash.as_deref(),
+        now,
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -41,7 +48,13 @@ pub async fn cancel(
             Some(false) => Err(AppError::Forbidden(
                 "Only the link from the order's confirmation can cancel it.",
             )),
-            Some(true) => Err(AppError::AlreadyCancelled),
+            Some(true) => match find_by_id(db, order_id).await? {
+                Some(order) if order.status == OrderStatus::Confirmed => {
+                    Err(AppError::EventStarted)
+                }
+                Some(_) => Err(AppError::AlreadyCancelled),
+                None => Err(AppError::NotFound),
+            },
         };
     };
     // The ticket type's row before the holdings: the engine's batches lock

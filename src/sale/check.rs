@@ -19,6 +19,8 @@ pub(super) struct SaleCheck {
     pub max_per_buyer: i32,
     /// The event's limit per buyer across its ticket types, if it has one.
     pub event_max_per_buyer: Option<i32>,
+    /// Set (on the hot row) when the event is being cancelled.
+    pub sales_halted: bool,
     pub window: SaleWindow,
 }
 
@@ -29,9 +31,10 @@ impl SaleCheck {
         let row = sqlx::query!(
             r#"SELECT (SELECT o.id FROM orders o WHERE o.email = $2 AND o.idempotency_key = $3)
                           AS "existing_order?",
-                      t.remaining, t.max_per_order, t.max_per_buyer,
+                      t.remaining, t.max_per_order, t.max_per_buyer, t.sales_halted,
                       e.max_per_buyer AS event_max_per_buyer,
-                      e.status AS "status: EventStatus", e.sale_opens_at, e.sale_closes_at
+                      e.status AS "status: EventStatus", e.sale_opens_at, e.sale_closes_at,
+                      e.starts_at
                FROM ticket_types t JOIN events e ON e.id = t.event_id
                WHERE t.id = $1 AND ($4::uuid IS NULL OR t.event_id = $4)"#,
             request.ticket_type_id.get(),
@@ -47,10 +50,12 @@ impl SaleCheck {
             max_per_order: row.max_per_order,
             max_per_buyer: row.max_per_buyer,
             event_max_per_buyer: row.event_max_per_buyer,
+            sales_halted: row.sales_halted,
             window: SaleWindow {
                 status: row.status,
                 opens_at: row.sale_opens_at,
                 closes_at: row.sale_closes_at,
+                starts_at: row.starts_at,
             },
         }))
     }
@@ -76,6 +81,9 @@ impl SaleCheck {
                 return Err(AppError::SaleClosed("The sale for this event has closed."));
             }
             SaleState::Open => {}
+        }
+        if self.sales_halted {
+            return Err(AppError::SaleClosed("The sale for this event has stopped."));
         }
         if quantity.get() > self.max_per_order {
             return Err(AppError::OrderLimit {

@@ -154,13 +154,19 @@ pub(super) async fn purchase(
         return Err(AppError::EventBuyerLimit { max });
     }
 
-    // 3. The stock: one row affected or nothing is sold.
+    // 3. The stock: one row affected or nothing is sold. Every guard reads
+    //    the ticket type row itself, never a joined `events` row: a purchase
+    //    blocked on this row re-checks the WHERE clause against the version
+    //    committed by whoever held it, and only this row is re-read. The
+    //    event's status and window are copied onto the row by triggers
+    //    (migrations/0004), so unpublishing, cancelling or closing the sale
+    //    stops purchases already waiting here, with any number of instances.
     let remaining = sqlx::query_scalar!(
         r#"UPDATE ticket_types t SET remaining = t.remaining - $2
-           FROM events e
            WHERE t.id = $1 AND t.remaining - $2 >= 0
              AND $2 <= t.max_per_order AND NOT t.sales_halted
-             AND e.id = t.event_id AND sale_open(e.status, e.sale_opens_at, e.sale_closes_at, $3)
+             AND sale_open(t.event_status, t.event_sale_opens_at, t.event_sale_closes_at,
+                           t.event_starts_at, $3)
            RETURNING t.remaining"#,
         request.ticket_type_id.get(),
         quantity,

@@ -97,6 +97,20 @@ pub async fn admit(
     next.run(request).await
 }
 
+/// The request timeout: past it the request is dropped (a purchase's
+/// transaction rolls back with its connection) and the answer is the 503 of
+/// overload, with `Retry-After` (the JSON `overloaded` error under `/api/`).
+pub async fn deadline(State(timeout): State<Duration>, request: Request, next: Next) -> Response {
+    let uri = request.uri().clone();
+    match tokio::time::timeout(timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::warn!(path = %uri.path(), "refused: the request timed out");
+            refuse(&uri, &AppError::Overloaded)
+        }
+    }
+}
+
 /// The request with its body read into memory, within `timeout`.
 async fn read_body(request: Request, timeout: Duration) -> Result<Request, AppError> {
     if request.body().is_end_stream() {

@@ -26,7 +26,7 @@ pub use state::{AppState, DEFAULT_LIST_CACHE_TTL, Limits, session_store};
 use axum::{
     Router,
     extract::{DefaultBodyLimit, State},
-    http::{HeaderName, HeaderValue, Request, StatusCode, header},
+    http::{HeaderName, HeaderValue, Request, header},
     middleware,
     response::IntoResponse,
     routing::{get, post},
@@ -39,7 +39,6 @@ use tower_http::{
     csrf::CsrfLayer,
     request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
     set_header::SetResponseHeaderLayer,
-    timeout::TimeoutLayer,
     trace::TraceLayer,
 };
 use tower_sessions::{Expiry, SessionManagerLayer, cookie::SameSite};
@@ -204,9 +203,9 @@ pub fn app(state: AppState) -> Router {
                     admission::Admission::new(&limits),
                     admission::admit,
                 ))
-                .layer(TimeoutLayer::with_status_code(
-                    StatusCode::SERVICE_UNAVAILABLE,
+                .layer(middleware::from_fn_with_state(
                     limits.request_timeout,
+                    admission::deadline,
                 ))
                 .layer(CsrfLayer::new()),
         )
@@ -289,7 +288,7 @@ mod tests {
 
     use std::net::{IpAddr, SocketAddr};
 
-    use axum::{body::Body, extract::ConnectInfo};
+    use axum::{body::Body, extract::ConnectInfo, http::StatusCode};
     use tower::ServiceExt as _;
 
     use super::*;

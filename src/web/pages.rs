@@ -178,7 +178,7 @@ pub async fn cancel(
 ) -> Result<Redirect, AppError> {
     let order_id: OrderId = parse_id(&id)?;
     let secret = CancelSecret::parse(fields.get("s"));
-    match sale::cancel(&state.db, order_id, secret.as_ref()).await {
+    match sale::cancel(&state.db, state.clock.now(), order_id, secret.as_ref()).await {
         // A double click on "Cancel" lands on the cancelled order as well.
         Ok(_) | Err(AppError::AlreadyCancelled) => {
             Ok(Redirect::to(&order_url(order_id, secret.as_ref())))

@@ -3,8 +3,10 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod forms;
+pub mod locks;
 pub mod organizer;
 pub mod process;
+pub mod purchase;
 
 pub use forms::{csrf_cookie, form_body};
 

@@ -111,6 +111,14 @@ async fn api_event_creation_rejects_invalid_input_and_writes_nothing(pool: PgPoo
     }
     let resp = api_create_event(&org, &unknown_field).await;
     assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["field"], "colour", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("colour")),
+        "the refusal names the unknown field: {body}"
+    );
     assert_eq!(event_count(&pool).await, 0);
     assert_eq!(ticket_type_count(&pool).await, 0);
 }

@@ -85,7 +85,7 @@ async fn buy_and_cancel(pool: &PgPool, ticket_type_id: Uuid, quantity: i64, emai
     };
     let purchase = sale::purchase(pool, common::now(), &request).await.unwrap();
     let id = purchase.order().id;
-    sale::cancel(pool, id, purchase.cancel_secret())
+    sale::cancel(pool, common::now(), id, purchase.cancel_secret())
         .await
         .unwrap();
     id.get()

@@ -113,7 +113,65 @@ async fn responses_carry_security_headers(pool: PgPool) {
         assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
         assert_eq!(headers["x-content-type-options"], "nosniff", "{path}");
         assert_eq!(headers["x-frame-options"], "DENY", "{path}");
+        assert_eq!(headers["referrer-policy"], "same-origin", "{path}");
         assert!(headers.contains_key("x-request-id"), "{path}");
+    }
+}
+
+/// The same headers on the refusals made before any handler runs: too
+/// large (413), too many log-ins (429) and shed (503).
+#[sqlx::test]
+async fn refusals_carry_security_headers_too(pool: PgPool) {
+    let limits = stampede::web::Limits {
+        login_burst: 1,
+        login_period: std::time::Duration::from_secs(3600),
+        ..stampede::web::Limits::default()
+    };
+    let addr = serve(stampede::AppState::new(pool.clone()).with_limits(limits)).await;
+    let client = reqwest::Client::new();
+    let too_large = client
+        .post(format!("http://{addr}/api/v1/orders"))
+        .header("content-type", "application/json")
+        .body(vec![b' '; 128 * 1024])
+        .send()
+        .await
+        .unwrap();
+    let log_in = || {
+        client
+            .post(format!("http://{addr}/login"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("cookie", csrf_cookie())
+            .body(form_body(&[
+                ("email", "ada@example.org"),
+                ("password", "a wrong guess"),
+            ]))
+            .send()
+    };
+    assert_eq!(log_in().await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    let too_many = log_in().await.unwrap();
+    // No budget at all: everything but /healthz is shed.
+    let shed_limits = stampede::web::Limits {
+        max_in_flight: 0,
+        ..stampede::web::Limits::default()
+    };
+    let shed_addr = serve(stampede::AppState::new(pool).with_limits(shed_limits)).await;
+    let shed = client
+        .get(format!("http://{shed_addr}/"))
+        .send()
+        .await
+        .unwrap();
+    for (resp, status) in [
+        (too_large, StatusCode::PAYLOAD_TOO_LARGE),
+        (too_many, StatusCode::TOO_MANY_REQUESTS),
+        (shed, StatusCode::SERVICE_UNAVAILABLE),
+    ] {
+        assert_eq!(resp.status(), status);
+        let headers = resp.headers();
+        let csp = headers["content-security-policy"].to_str().unwrap();
+        assert!(csp.contains("frame-ancestors 'none'"), "{status}: {csp}");
+        assert_eq!(headers["x-content-type-options"], "nosniff", "{status}");
+        assert_eq!(headers["x-frame-options"], "DENY", "{status}");
+        assert_eq!(headers["referrer-policy"], "same-origin", "{status}");
     }
 }
 

@@ -119,6 +119,12 @@ pub async fn cancel_order(
     let secret = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
         .find(|(key, _)| key == "s")
         .and_then(|(_, value)| CancelSecret::parse(&value));
-    let order = sale::cancel(&state.db, parse_id(&id)?, secret.as_ref()).await?;
+    let order = sale::cancel(
+        &state.db,
+        state.clock.now(),
+        parse_id(&id)?,
+        secret.as_ref(),
+    )
+    .await?;
     Ok(Json(order.into()))
 }
