@@ -503,8 +503,9 @@ async fn sigterm_during_a_burst_answers_every_committed_purchase(
             (email, key, buying)
         })
         .collect();
-    // In flight for certain: queued on the held row.
-    common::locks::wait_until_blocked(&pool, "UPDATE ticket_types", 1).await;
+    // In flight for certain: queued on the held row (the engine's batch
+    // waits for it in its `SELECT ... FOR UPDATE`).
+    common::locks::wait_until_blocked(&pool, "SELECT event_id, remaining", 1).await;
     server.terminate();
     // Shutdown has begun once the listener is closed.
     let mut closed = false;

@@ -106,6 +106,10 @@ impl Batcher {
         }
     }
 
+    pub fn settings(&self) -> EngineSettings {
+        self.settings
+    }
+
     /// Queue the purchase with the others of its ticket type; its answer.
     pub async fn purchase(
         self: &Arc<Self>,

@@ -27,7 +27,7 @@ mod redis_baselines;
 mod single;
 mod sold_out;
 
-use std::{fmt, str::FromStr, sync::Arc};
+use std::{fmt, str::FromStr, sync::Arc, time::Duration};
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
@@ -146,6 +146,21 @@ impl Sales {
             sold_out,
             redis: None,
         }
+    }
+
+    /// Purchases not sold within `deadline` of their arrival are refused
+    /// and never written (see [`EngineSettings::deadline`]).
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        let settings = EngineSettings {
+            deadline,
+            ..self.batcher.settings()
+        };
+        self.batcher = Arc::new(batch::Batcher::new(
+            self.db.clone(),
+            settings,
+            Arc::clone(&self.sold_out),
+        ));
+        self
     }
 
     /// The Redis server of the `redis-*` baselines.

@@ -100,9 +100,6 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     let batches = EngineSettings {
         max_batch: args.batch_max as usize,
         queue_capacity: args.batch_queue as usize,
-        // Sold within two thirds of the request timeout, or not at all: the
-        // rest is the margin for the commit and the answer.
-        deadline: request_timeout * 2 / 3,
         ..EngineSettings::default()
     };
     let mut state = AppState::new(pool.clone()).with_sales(args.sale_strategy, batches);

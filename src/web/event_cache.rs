@@ -17,7 +17,7 @@ use crate::{
         self,
         events::{EventDetail, TicketType},
     },
-    domain::EventId,
+    domain::{EventId, TicketTypeId},
     error::AppError,
     sale::Sales,
 };
@@ -88,6 +88,27 @@ impl EventCache {
     /// show it within [`FRESH_FOR`]).
     pub async fn forget(&self, event_id: EventId) {
         self.entries.invalidate(&event_id).await;
+    }
+}
+
+impl EventCache {
+    /// Drop the entry of the event this ticket type belongs to (tickets came
+    /// back through this instance: a cancellation). Cancellations are rare
+    /// next to page views, so a scan of the entries is fine.
+    pub async fn forget_ticket_type(&self, ticket_type_id: TicketTypeId) {
+        let holding: Vec<EventId> = self
+            .entries
+            .iter()
+            .filter(|(_, detail)| {
+                detail
+                    .as_ref()
+                    .is_some_and(|d| d.ticket_types.iter().any(|t| t.id == ticket_type_id))
+            })
+            .map(|(event_id, _)| *event_id)
+            .collect();
+        for event_id in holding {
+            self.entries.invalidate(&event_id).await;
+        }
     }
 }
 

@@ -179,10 +179,13 @@ pub async fn cancel(
     let order_id: OrderId = parse_id(&id)?;
     let secret = CancelSecret::parse(fields.get("s"));
     match sale::cancel(&state.db, state.clock.now(), order_id, secret.as_ref()).await {
-        // A double click on "Cancel" lands on the cancelled order as well.
-        Ok(_) | Err(AppError::AlreadyCancelled) => {
+        Ok(order) => {
+            // Its tickets are back: the buyer sees them on the event page.
+            state.events.forget_ticket_type(order.ticket_type_id).await;
             Ok(Redirect::to(&order_url(order_id, secret.as_ref())))
         }
+        // A double click on "Cancel" lands on the cancelled order as well.
+        Err(AppError::AlreadyCancelled) => Ok(Redirect::to(&order_url(order_id, secret.as_ref()))),
         Err(err) => Err(err),
     }
 }

@@ -53,6 +53,13 @@ impl Default for Limits {
     }
 }
 
+/// A purchase is sold within two thirds of the request timeout or not at
+/// all: the rest is the margin for the commit and the answer, so that no
+/// purchase commits after its buyer was told 503.
+fn purchase_deadline(limits: &Limits) -> Duration {
+    limits.request_timeout * 2 / 3
+}
+
 #[derive(Clone)]
 pub struct AppState {
     pub db: PgPool,
@@ -103,14 +110,18 @@ impl AppState {
         self
     }
 
+    /// The sale path; its deadline follows the request timeout of
+    /// [`Self::with_limits`] (call that first or after, either works).
     pub fn with_sales(mut self, strategy: Strategy, settings: EngineSettings) -> Self {
-        self.sales = Sales::new(self.db.clone(), strategy, settings);
+        self.sales = Sales::new(self.db.clone(), strategy, settings)
+            .with_deadline(purchase_deadline(&self.limits));
         self
     }
 
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self.purchase_limits = PurchaseLimits::new(limits.purchase_rates);
+        self.sales = self.sales.with_deadline(purchase_deadline(&limits));
         self
     }
 

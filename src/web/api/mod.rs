@@ -126,5 +126,6 @@ pub async fn cancel_order(
         secret.as_ref(),
     )
     .await?;
+    state.events.forget_ticket_type(order.ticket_type_id).await;
     Ok(Json(order.into()))
 }
