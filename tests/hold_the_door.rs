@@ -545,3 +545,122 @@ async fn sigterm_during_a_burst_answers_every_committed_purchase(
     assert_invariants(&pool).await;
     pool.close().await;
 }
+
+/// The body of a purchase of 1 or 2 tickets by `buyer` (email, key).
+fn purchase_body(ticket_type_id: Uuid, (email, key): &(String, String)) -> serde_json::Value {
+    json!({
+        "ticket_type_id": ticket_type_id,
+        "quantity": 1 + (email.len() % 2),
+        "email": email,
+        "idempotency_key": key,
+    })
+}
+
+/// The fault of issue 7: the app SIGKILLed in the middle of a burst. Every
+/// order it committed is found by replaying its key on a new process (same
+/// order, 200), every buyer it told 201 has that order, and no order is
+/// half-written (each has all its tickets, the books add up).
+#[sqlx::test]
+async fn sigkill_during_a_burst_loses_no_committed_order(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let pool = common::pool(connect.clone(), 4).await;
+    let fixture = published_event(&pool, &[TicketSpec::new(10_000, 2, 2)]).await;
+    let tt = fixture.ticket_type_id();
+    let url = database_url(&connect);
+    let loopback_burst = ["--purchase-burst-per-ip", "0"];
+    let server = ServerProcess::start(&url, &loopback_burst).await;
+
+    let client = client_from(loopback(60));
+    let requests: Vec<_> = (0..2_000)
+        .map(|i| {
+            let buyer = (format!("killed{i}@example.org"), Uuid::new_v4().to_string());
+            let request = client
+                .post(server.url("/api/v1/orders"))
+                .json(&purchase_body(tt, &buyer));
+            (buyer, request)
+        })
+        .collect();
+    let burst = tokio::spawn(
+        futures::stream::iter(requests)
+            .map(|(buyer, request)| async move {
+                let resp = request.send().await.ok()?;
+                if resp.status() != 201 {
+                    return None;
+                }
+                let order: serde_json::Value = resp.json().await.ok()?;
+                Some((buyer, order["id"].as_str()?.to_owned()))
+            })
+            .buffer_unordered(32)
+            .collect::<Vec<_>>(),
+    );
+
+    // Kill it once some orders are in, while others are in flight.
+    for _ in 0..2_000 {
+        if common::order_count(&pool).await >= 50 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drop(server); // SIGKILL
+    let told_created: Vec<((String, String), String)> =
+        burst.await.unwrap().into_iter().flatten().collect();
+    let committed = common::order_count(&pool).await;
+    assert!(
+        committed >= 50,
+        "killed before the burst began ({committed} orders)"
+    );
+    assert!(committed < 2_000, "the burst ended before the kill");
+
+    // Nothing half-written: every order has all its tickets; the books add up.
+    let incomplete: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM orders o
+         WHERE o.quantity <> (SELECT count(*) FROM tickets t WHERE t.order_id = o.id)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(incomplete, 0, "orders without all their tickets");
+    assert_invariants(&pool).await;
+
+    // Every buyer told 201 has that very order.
+    for ((email, key), id) in &told_created {
+        let stored: Option<Uuid> =
+            sqlx::query_scalar("SELECT id FROM orders WHERE email = $1 AND idempotency_key = $2")
+                .bind(email)
+                .bind(key)
+                .fetch_optional(&pool)
+                .await
+                .unwrap();
+        assert_eq!(stored.map(|u| u.to_string()).as_deref(), Some(id.as_str()));
+    }
+
+    // A new process replays every committed order by its key.
+    let restarted = ServerProcess::start(&url, &loopback_burst).await;
+    let stored: Vec<(String, String, Uuid)> =
+        sqlx::query_as("SELECT email, idempotency_key, id FROM orders WHERE ticket_type_id = $1")
+            .bind(tt)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let replay_client = client_from(loopback(61));
+    for (email, key, id) in &stored {
+        let resp = replay_client
+            .post(restarted.url("/api/v1/orders"))
+            .json(&purchase_body(tt, &(email.clone(), key.clone())))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{email} did not replay");
+        let order: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(order["id"], id.to_string());
+    }
+    eprintln!(
+        "{committed} orders committed before SIGKILL, {} of them answered 201; all replayed",
+        told_created.len()
+    );
+    assert_eq!(common::order_count(&pool).await, committed);
+    restarted.stop();
+    pool.close().await;
+}
