@@ -141,7 +141,20 @@ impl From<LimitBreach> for AppError {
 impl From<sqlx::Error> for AppError {
     fn from(err: sqlx::Error) -> Self {
         match &err {
-            sqlx::Error::PoolTimedOut => Self::Overloaded,
+            // The database is out of reach for now (pool exhausted, the
+            // connection lost, the server shutting down or restarting): 503
+            // with Retry-After, and a buyer retries with the same key, which
+            // replays the order if its commit did go through.
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+                Self::Overloaded
+            }
+            sqlx::Error::Database(db)
+                if db
+                    .code()
+                    .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")) =>
+            {
+                Self::Overloaded
+            }
             sqlx::Error::Database(db) => match db.constraint().and_then(constraint_error) {
                 Some(mapped) => mapped,
                 None => Self::internal(err),
@@ -173,5 +186,29 @@ fn constraint_error(name: &str) -> Option<AppError> {
             invalid("sale_closes_at", "The sale must close after it opens.")
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_out_of_reach_is_503_and_other_failures_are_500() {
+        let lost = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        for err in [
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+            sqlx::Error::Io(lost),
+        ] {
+            let mapped = AppError::from(err);
+            assert_eq!(
+                mapped.status(),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "{mapped:?}"
+            );
+        }
+        let other = AppError::from(sqlx::Error::Protocol("garbled".into()));
+        assert_eq!(other.status(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 }

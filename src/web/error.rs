@@ -15,7 +15,9 @@ use crate::error::AppError;
 fn log(err: &AppError) {
     match err {
         AppError::Internal(cause) => tracing::error!(error = ?cause, "internal error"),
-        AppError::Overloaded => tracing::warn!("shedding load: database pool exhausted"),
+        AppError::Overloaded => {
+            tracing::warn!("shedding load: the database is busy or out of reach")
+        }
         _ => {}
     }
 }
