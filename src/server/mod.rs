@@ -104,7 +104,7 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     };
     let mut state = AppState::new(pool.clone()).with_sales(args.sale_strategy, batches);
     if args.sale_strategy.needs_redis() {
-        state.sales = state.sales.with_redis(&args.redis_url)?;
+        state = state.with_redis(&args.redis_url)?;
     }
     let state = state
         .with_limits(limits)
