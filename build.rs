@@ -1,4 +1,6 @@
-// sqlx::migrate!() embeds migrations/ at compile time: rebuild when it changes.
+// sqlx::migrate!() embeds migrations/ and the query_file! macros read sql/
+// at compile time: rebuild when either changes.
 fn main() {
     println!("cargo:rerun-if-changed=migrations");
+    println!("cargo:rerun-if-changed=sql");
 }

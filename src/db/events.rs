@@ -111,12 +111,9 @@ async fn lock_organizer(
     tx: &mut sqlx::PgConnection,
     organizer_id: OrganizerId,
 ) -> Result<(), AppError> {
-    sqlx::query!(
-        "SELECT id FROM organizers WHERE id = $1 FOR NO KEY UPDATE",
-        organizer_id.get()
-    )
-    .fetch_optional(tx)
-    .await?;
+    sqlx::query_file!("sql/events/lock_organizer.sql", organizer_id.get())
+        .fetch_optional(tx)
+        .await?;
     Ok(())
 }
 
@@ -186,20 +183,8 @@ async fn save(
     event_id: Option<EventId>,
     new: &NewEvent,
 ) -> Result<Option<EventId>, AppError> {
-    let saved = sqlx::query_scalar!(
-        r#"WITH edited AS (
-               UPDATE events SET title = $3, description = $4, venue = $5, starts_at = $6,
-                      sale_opens_at = $7, sale_closes_at = $8, max_per_buyer = $10,
-                      updated_at = now()
-               WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'
-               RETURNING id
-           ), created AS (
-               INSERT INTO events (organizer_id, title, description, venue, starts_at,
-                                   sale_opens_at, sale_closes_at, status, max_per_buyer)
-               SELECT $2, $3, $4, $5, $6, $7, $8, $9, $10 WHERE $1::uuid IS NULL
-               RETURNING id
-           )
-           SELECT id AS "id!" FROM edited UNION ALL SELECT id FROM created"#,
+    let saved = sqlx::query_file_scalar!(
+        "sql/events/save.sql",
         event_id.map(EventId::get),
         organizer_id.get(),
         new.title,
@@ -266,12 +251,8 @@ pub async fn update(
             insert_ticket_type(&mut tx, event_id, position as i32, tt).await?;
             continue;
         };
-        let row = sqlx::query!(
-            "UPDATE ticket_types
-             SET name = $3, price_minor = $4, currency = $5, max_per_order = $6, max_per_buyer = $7,
-                 position = $8, remaining = remaining + ($9 - capacity), capacity = $9
-             WHERE id = $1 AND event_id = $2 AND remaining + ($9 - capacity) >= 0
-             RETURNING id",
+        let row = sqlx::query_file!(
+            "sql/events/update_ticket_type.sql",
             id.get(),
             event_id.get(),
             tt.name,
@@ -285,8 +266,8 @@ pub async fn update(
         .fetch_optional(&mut *tx)
         .await?;
         if row.is_none() {
-            let sold = sqlx::query_scalar!(
-                "SELECT capacity - remaining FROM ticket_types WHERE id = $1 AND event_id = $2",
+            let sold = sqlx::query_file_scalar!(
+                "sql/events/sold_of_ticket_type.sql",
                 id.get(),
                 event_id.get()
             )
@@ -320,9 +301,8 @@ pub async fn set_status(
 ) -> Result<(), AppError> {
     let mut tx = db.begin().await?;
     lock_organizer(&mut tx, organizer_id).await?;
-    let updated = sqlx::query!(
-        "UPDATE events SET status = $3, updated_at = now()
-         WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'",
+    let updated = sqlx::query_file!(
+        "sql/events/set_status.sql",
         event_id.get(),
         organizer_id.get(),
         status.as_str(),

@@ -343,34 +343,21 @@ async fn sell_batch(
         .saturating_duration_since(Instant::now())
         .as_millis()
         .max(1);
-    sqlx::query!(
-        r#"SELECT set_config('lock_timeout', $1, true) AS "lock_timeout!",
-                  set_config('statement_timeout', $1, true) AS "statement_timeout!""#,
-        format!("{left_ms}ms"),
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    let Some(locked) = sqlx::query_as!(
-        Locked,
-        "SELECT event_id, remaining, max_per_order, max_per_buyer, sales_halted, price_minor, currency
-         FROM ticket_types WHERE id = $1 FOR UPDATE",
-        ticket_type_id.get(),
-    )
-    .fetch_optional(&mut *tx)
-    .await?
+    sqlx::query_file!("sql/sale/batch_timeouts.sql", format!("{left_ms}ms"),)
+        .fetch_one(&mut *tx)
+        .await?;
+    let Some(locked) =
+        sqlx::query_file_as!(Locked, "sql/sale/batch_lock.sql", ticket_type_id.get(),)
+            .fetch_optional(&mut *tx)
+            .await?
     else {
         tx.rollback().await?;
         return Ok(Sold::all(jobs, || Err(AppError::NotFound)));
     };
     // A statement of its own, after the lock: it sees what committed meanwhile.
-    let event = sqlx::query!(
-        r#"SELECT status AS "status: EventStatus", sale_opens_at, sale_closes_at, starts_at,
-                  max_per_buyer
-           FROM events WHERE id = $1"#,
-        locked.event_id,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
+    let event = sqlx::query_file!("sql/sale/batch_event.sql", locked.event_id,)
+        .fetch_one(&mut *tx)
+        .await?;
     let window = SaleWindow {
         status: event.status,
         opens_at: event.sale_opens_at,
@@ -546,12 +533,8 @@ async fn existing_orders(
     emails: &[&str],
     keys: &[&str],
 ) -> Result<HashMap<(String, String), Order>, AppError> {
-    let rows = sqlx::query!(
-        r#"SELECT o.id, o.ticket_type_id, o.email, o.quantity, o.status AS "status: OrderStatus",
-                  o.unit_price_minor, o.currency, o.created_at, o.idempotency_key
-           FROM orders o
-           JOIN unnest($1::text[], $2::text[]) AS k (email, idempotency_key)
-             ON o.email = k.email AND o.idempotency_key = k.idempotency_key"#,
+    let rows = sqlx::query_file!(
+        "sql/sale/existing_orders.sql",
         emails as &[&str],
         keys as &[&str],
     )
@@ -592,12 +575,8 @@ async fn holdings(
     buyers: &[BuyerKey],
 ) -> Result<Held, AppError> {
     let keys: Vec<&str> = buyers.iter().map(BuyerKey::as_str).collect();
-    let rows = sqlx::query!(
-        r#"SELECT 'type' AS "scope!", buyer_key, quantity FROM buyer_holdings
-           WHERE ticket_type_id = $1 AND buyer_key = ANY($3)
-           UNION ALL
-           SELECT 'event', buyer_key, quantity FROM event_buyer_holdings
-           WHERE event_id = $2 AND buyer_key = ANY($3)"#,
+    let rows = sqlx::query_file!(
+        "sql/sale/batch_holdings.sql",
         ticket_type_id.get(),
         event_id,
         &keys as &[&str],
@@ -653,52 +632,8 @@ async fn write(
     let buyer_keys: Vec<&str> = selling.iter().map(|(_, b)| b.as_str()).collect();
     let largest = quantities.iter().copied().max().unwrap_or(0);
     let latest = selling.iter().map(|(j, _)| j.now).max();
-    let rows = sqlx::query!(
-        r#"WITH new_orders AS (
-               INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor,
-                                   currency, cancel_secret_hash, buyer_key)
-               SELECT $1, r.email, r.quantity, r.idempotency_key, $5, $6, r.hash, r.buyer_key
-               FROM unnest($2::text[], $3::int4[], $4::text[], $10::bytea[], $11::text[])
-                    AS r (email, quantity, idempotency_key, hash, buyer_key)
-               ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
-               RETURNING id, email, quantity, idempotency_key, status, created_at, buyer_key
-           ), held AS (
-               INSERT INTO buyer_holdings (ticket_type_id, buyer_key, quantity)
-               SELECT $1, n.buyer_key, sum(n.quantity)::int4 FROM new_orders n
-               GROUP BY n.buyer_key ORDER BY n.buyer_key
-               ON CONFLICT (ticket_type_id, buyer_key) DO UPDATE
-                   SET quantity = buyer_holdings.quantity + EXCLUDED.quantity
-                   WHERE buyer_holdings.quantity + EXCLUDED.quantity <= $7
-               RETURNING 1
-           ), held_in_event AS (
-               INSERT INTO event_buyer_holdings (event_id, buyer_key, quantity)
-               SELECT $12, n.buyer_key, sum(n.quantity)::int4 FROM new_orders n
-               GROUP BY n.buyer_key ORDER BY n.buyer_key
-               ON CONFLICT (event_id, buyer_key) DO UPDATE
-                   SET quantity = event_buyer_holdings.quantity + EXCLUDED.quantity
-                   WHERE event_buyer_holdings.quantity + EXCLUDED.quantity
-                         <= COALESCE($13, event_buyer_holdings.quantity + EXCLUDED.quantity)
-               RETURNING 1
-           ), seats AS (
-               INSERT INTO tickets (order_id, position)
-               SELECT n.id, generate_series(1, n.quantity) FROM new_orders n
-           ), stock AS (
-               UPDATE ticket_types t
-               SET remaining = t.remaining - (SELECT coalesce(sum(n.quantity), 0) FROM new_orders n)
-               WHERE t.id = $1
-                 AND t.remaining - (SELECT coalesce(sum(n.quantity), 0) FROM new_orders n) >= 0
-                 AND $8 <= t.max_per_order AND NOT t.sales_halted
-                 AND sale_open(t.event_status, t.event_sale_opens_at, t.event_sale_closes_at,
-                               t.event_starts_at, $9)
-               RETURNING t.remaining
-           )
-           SELECT n.id AS "id!", n.email AS "email!", n.quantity AS "quantity!",
-                  n.idempotency_key AS "idempotency_key!", n.status AS "status!: OrderStatus",
-                  n.created_at AS "created_at!",
-                  (SELECT count(*) FROM held) AS "held!",
-                  (SELECT count(*) FROM held_in_event) AS "held_in_event!",
-                  (SELECT remaining FROM stock) AS "remaining?"
-           FROM new_orders n"#,
+    let rows = sqlx::query_file!(
+        "sql/sale/batch_write.sql",
         ticket_type_id.get(),
         &emails as &[&str],
         &quantities,

@@ -29,12 +29,8 @@ pub async fn cancel(
 ) -> Result<Order, AppError> {
     let hash = secret.map(CancelSecret::hash);
     let mut tx = db.begin().await?;
-    let order = sqlx::query!(
-        r#"UPDATE orders o SET status = 'cancelled', cancelled_at = now()
-           FROM ticket_types t
-           WHERE o.id = $1 AND o.status = 'confirmed' AND o.cancel_secret_hash = $2
-             AND t.id = o.ticket_type_id AND t.event_starts_at > $3
-           RETURNING o.ticket_type_id, COALESCE(o.buyer_key, o.email) AS "buyer_key!", o.quantity"#,
+    let order = sqlx::query_file!(
+        "sql/sale/cancel_order.sql",
         order_id.get(),
         hash.as_deref(),
         now,
@@ -59,24 +55,23 @@ pub async fn cancel(
     };
     // The ticket type's row before the holdings: the engine's batches lock
     // in that order (the row, then holdings), so the two cannot deadlock.
-    sqlx::query!(
-        "UPDATE ticket_types SET remaining = remaining + $2 WHERE id = $1",
+    sqlx::query_file!(
+        "sql/sale/cancel_restock.sql",
         order.ticket_type_id,
         order.quantity,
     )
     .execute(&mut *tx)
     .await?;
-    sqlx::query!(
-        "UPDATE buyer_holdings SET quantity = quantity - $3 WHERE ticket_type_id = $1 AND buyer_key = $2",
+    sqlx::query_file!(
+        "sql/sale/cancel_release_type.sql",
         order.ticket_type_id,
         order.buyer_key,
         order.quantity,
     )
     .execute(&mut *tx)
     .await?;
-    sqlx::query!(
-        "UPDATE event_buyer_holdings h SET quantity = h.quantity - $3
-         FROM ticket_types t WHERE t.id = $1 AND h.event_id = t.event_id AND h.buyer_key = $2",
+    sqlx::query_file!(
+        "sql/sale/cancel_release_event.sql",
         order.ticket_type_id,
         order.buyer_key,
         order.quantity,
@@ -93,14 +88,11 @@ async fn secret_matches(
     order_id: OrderId,
     hash: Option<&[u8]>,
 ) -> Result<Option<bool>, AppError> {
-    Ok(sqlx::query_scalar!(
-        r#"SELECT coalesce(cancel_secret_hash = $2, false) AS "matches!"
-           FROM orders WHERE id = $1"#,
-        order_id.get(),
-        hash,
+    Ok(
+        sqlx::query_file_scalar!("sql/sale/cancel_secret_matches.sql", order_id.get(), hash,)
+            .fetch_optional(db)
+            .await?,
     )
-    .fetch_optional(db)
-    .await?)
 }
 
 /// Cancel an event: stop its sales, then cancel every live order and return
@@ -122,51 +114,32 @@ pub async fn cancel_event(
     db::events::find_owned(db, organizer_id, event_id).await?;
 
     let mut tx = db.begin().await?;
-    sqlx::query!(
-        "UPDATE events SET status = 'cancelled', updated_at = now()
-         WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'",
+    sqlx::query_file!(
+        "sql/events/cancel_event_mark.sql",
         event_id.get(),
         organizer_id.get(),
     )
     .execute(&mut *tx)
     .await?;
-    sqlx::query!(
-        "UPDATE ticket_types SET sales_halted = true WHERE event_id = $1 AND NOT sales_halted",
-        event_id.get()
-    )
-    .execute(&mut *tx)
-    .await?;
+    sqlx::query_file!("sql/events/cancel_event_halt.sql", event_id.get())
+        .execute(&mut *tx)
+        .await?;
     tx.commit().await?;
 
     let mut tx = db.begin().await?;
-    let cancelled = sqlx::query!(
-        "UPDATE orders o SET status = 'cancelled', cancelled_at = now()
-         FROM ticket_types t
-         WHERE t.id = o.ticket_type_id AND t.event_id = $1 AND o.status = 'confirmed'",
-        event_id.get(),
-    )
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    sqlx::query!(
-        "UPDATE buyer_holdings h SET quantity = 0 FROM ticket_types t
-         WHERE t.id = h.ticket_type_id AND t.event_id = $1 AND h.quantity <> 0",
-        event_id.get(),
-    )
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query!(
-        "UPDATE event_buyer_holdings SET quantity = 0 WHERE event_id = $1 AND quantity <> 0",
-        event_id.get(),
-    )
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query!(
-        "UPDATE ticket_types SET remaining = capacity WHERE event_id = $1",
-        event_id.get()
-    )
-    .execute(&mut *tx)
-    .await?;
+    let cancelled = sqlx::query_file!("sql/events/cancel_event_orders.sql", event_id.get(),)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    sqlx::query_file!("sql/events/cancel_event_release_types.sql", event_id.get(),)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query_file!("sql/events/cancel_event_release_event.sql", event_id.get(),)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query_file!("sql/events/cancel_event_restock.sql", event_id.get())
+        .execute(&mut *tx)
+        .await?;
     tx.commit().await?;
     tracing::info!(%event_id, cancelled, "event cancelled");
     Ok(cancelled)

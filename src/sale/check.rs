@@ -28,15 +28,8 @@ impl SaleCheck {
     /// `None` when the ticket type does not exist (or, when the request
     /// names an event, is not one of its ticket types).
     pub async fn load(db: &PgPool, request: &PurchaseRequest) -> Result<Option<Self>, AppError> {
-        let row = sqlx::query!(
-            r#"SELECT (SELECT o.id FROM orders o WHERE o.email = $2 AND o.idempotency_key = $3)
-                          AS "existing_order?",
-                      t.remaining, t.max_per_order, t.max_per_buyer, t.sales_halted,
-                      e.max_per_buyer AS event_max_per_buyer,
-                      e.status AS "status: EventStatus", e.sale_opens_at, e.sale_closes_at,
-                      e.starts_at
-               FROM ticket_types t JOIN events e ON e.id = t.event_id
-               WHERE t.id = $1 AND ($4::uuid IS NULL OR t.event_id = $4)"#,
+        let row = sqlx::query_file!(
+            "sql/sale/check.sql",
             request.ticket_type_id.get(),
             request.email.as_str(),
             request.idempotency_key.as_str(),

@@ -327,17 +327,11 @@ pub async fn find(db: &PgPool, by: OrderRef<'_>) -> Result<Option<Order>, AppErr
         OrderRef::Id(id) => (Some(id.get()), None, None),
         OrderRef::Key(email, key) => (None, Some(email.as_str()), Some(key.as_str())),
     };
-    Ok(sqlx::query_as!(
-        Order,
-        r#"SELECT id, ticket_type_id, email, quantity, status AS "status: OrderStatus",
-                  unit_price_minor, currency, created_at
-           FROM orders WHERE id = $1 OR (email = $2 AND idempotency_key = $3)"#,
-        id,
-        email,
-        key,
+    Ok(
+        sqlx::query_file_as!(Order, "sql/sale/find_order.sql", id, email, key,)
+            .fetch_optional(db)
+            .await?,
     )
-    .fetch_optional(db)
-    .await?)
 }
 
 pub async fn find_by_id(db: &PgPool, order_id: OrderId) -> Result<Option<Order>, AppError> {

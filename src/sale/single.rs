@@ -62,8 +62,8 @@ pub(super) async fn purchase(
     let quantity = request.quantity.get();
     if locking == Locking::RowLockFirst {
         // The `for-update` baseline: hold the hot row for the whole transaction.
-        sqlx::query_scalar!(
-            "SELECT remaining FROM ticket_types WHERE id = $1 FOR UPDATE",
+        sqlx::query_file_scalar!(
+            "sql/sale/lock_ticket_type.sql",
             request.ticket_type_id.get(),
         )
         .fetch_optional(&mut *tx)
@@ -73,14 +73,9 @@ pub(super) async fn purchase(
     let buyer = BuyerKey::from(&request.email);
 
     // 1. The order row; ON CONFLICT waits for a concurrent twin to finish.
-    let order = sqlx::query_as!(
+    let order = sqlx::query_file_as!(
         Order,
-        r#"INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency,
-                               cancel_secret_hash, buyer_key)
-           SELECT t.id, $2, $3, $4, t.price_minor, t.currency, $5, $6 FROM ticket_types t WHERE t.id = $1
-           ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
-           RETURNING id, ticket_type_id, email, quantity, status AS "status: OrderStatus",
-                     unit_price_minor, currency, created_at"#,
+        "sql/sale/insert_order.sql",
         request.ticket_type_id.get(),
         request.email.as_str(),
         quantity,
@@ -96,25 +91,15 @@ pub(super) async fn purchase(
     };
 
     // One ticket row per seat, each with its own code for the door.
-    sqlx::query!(
-        "INSERT INTO tickets (order_id, position) SELECT $1, generate_series(1, $2)",
-        order.id.get(),
-        quantity,
-    )
-    .execute(&mut *tx)
-    .await?;
+    sqlx::query_file!("sql/sale/insert_tickets.sql", order.id.get(), quantity,)
+        .execute(&mut *tx)
+        .await?;
 
     // 2. The per-buyer limits, on the buyer key's own rows (concurrent
     //    purchases by one buyer queue on them; a blocked upsert re-reads the
     //    new total). First the ticket type's limit...
-    let held = sqlx::query_scalar!(
-        r#"INSERT INTO buyer_holdings (ticket_type_id, buyer_key, quantity)
-           SELECT t.id, $2, $3 FROM ticket_types t WHERE t.id = $1 AND $3 <= t.max_per_buyer
-           ON CONFLICT (ticket_type_id, buyer_key) DO UPDATE
-               SET quantity = buyer_holdings.quantity + EXCLUDED.quantity
-               WHERE buyer_holdings.quantity + EXCLUDED.quantity
-                     <= (SELECT max_per_buyer FROM ticket_types WHERE id = EXCLUDED.ticket_type_id)
-           RETURNING quantity"#,
+    let held = sqlx::query_file_scalar!(
+        "sql/sale/hold_ticket_type.sql",
         request.ticket_type_id.get(),
         buyer.as_str(),
         quantity,
@@ -129,16 +114,8 @@ pub(super) async fn purchase(
     }
     // ...then the event's, across its ticket types. The row is kept whether
     // or not the event has a limit, so a limit set later counts it all.
-    let held_in_event = sqlx::query_scalar!(
-        r#"INSERT INTO event_buyer_holdings (event_id, buyer_key, quantity)
-           SELECT e.id, $2, $3 FROM ticket_types t JOIN events e ON e.id = t.event_id
-           WHERE t.id = $1 AND $3 <= COALESCE(e.max_per_buyer, $3)
-           ON CONFLICT (event_id, buyer_key) DO UPDATE
-               SET quantity = event_buyer_holdings.quantity + EXCLUDED.quantity
-               WHERE event_buyer_holdings.quantity + EXCLUDED.quantity
-                     <= COALESCE((SELECT max_per_buyer FROM events WHERE id = EXCLUDED.event_id),
-                                 event_buyer_holdings.quantity + EXCLUDED.quantity)
-           RETURNING quantity"#,
+    let held_in_event = sqlx::query_file_scalar!(
+        "sql/sale/hold_event.sql",
         request.ticket_type_id.get(),
         buyer.as_str(),
         quantity,
@@ -161,13 +138,8 @@ pub(super) async fn purchase(
     //    event's status and window are copied onto the row by triggers
     //    (migrations/0004), so unpublishing, cancelling or closing the sale
     //    stops purchases already waiting here, with any number of instances.
-    let remaining = sqlx::query_scalar!(
-        r#"UPDATE ticket_types t SET remaining = t.remaining - $2
-           WHERE t.id = $1 AND t.remaining - $2 >= 0
-             AND $2 <= t.max_per_order AND NOT t.sales_halted
-             AND sale_open(t.event_status, t.event_sale_opens_at, t.event_sale_closes_at,
-                           t.event_starts_at, $3)
-           RETURNING t.remaining"#,
+    let remaining = sqlx::query_file_scalar!(
+        "sql/sale/take_stock.sql",
         request.ticket_type_id.get(),
         quantity,
         now,

@@ -1,0 +1,2 @@
+UPDATE events SET status = 'cancelled', updated_at = now()
+WHERE id = $1 AND organizer_id = $2 AND status <> 'cancelled'

@@ -1,0 +1,1 @@
+SELECT id FROM organizers WHERE id = $1 FOR NO KEY UPDATE

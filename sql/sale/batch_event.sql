@@ -1,0 +1,3 @@
+SELECT status AS "status: EventStatus", sale_opens_at, sale_closes_at, starts_at,
+       max_per_buyer
+FROM events WHERE id = $1

@@ -1,0 +1,45 @@
+WITH new_orders AS (
+    INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor,
+                        currency, cancel_secret_hash, buyer_key)
+    SELECT $1, r.email, r.quantity, r.idempotency_key, $5, $6, r.hash, r.buyer_key
+    FROM unnest($2::text[], $3::int4[], $4::text[], $10::bytea[], $11::text[])
+         AS r (email, quantity, idempotency_key, hash, buyer_key)
+    ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
+    RETURNING id, email, quantity, idempotency_key, status, created_at, buyer_key
+), held AS (
+    INSERT INTO buyer_holdings (ticket_type_id, buyer_key, quantity)
+    SELECT $1, n.buyer_key, sum(n.quantity)::int4 FROM new_orders n
+    GROUP BY n.buyer_key ORDER BY n.buyer_key
+    ON CONFLICT (ticket_type_id, buyer_key) DO UPDATE
+        SET quantity = buyer_holdings.quantity + EXCLUDED.quantity
+        WHERE buyer_holdings.quantity + EXCLUDED.quantity <= $7
+    RETURNING 1
+), held_in_event AS (
+    INSERT INTO event_buyer_holdings (event_id, buyer_key, quantity)
+    SELECT $12, n.buyer_key, sum(n.quantity)::int4 FROM new_orders n
+    GROUP BY n.buyer_key ORDER BY n.buyer_key
+    ON CONFLICT (event_id, buyer_key) DO UPDATE
+        SET quantity = event_buyer_holdings.quantity + EXCLUDED.quantity
+        WHERE event_buyer_holdings.quantity + EXCLUDED.quantity
+              <= COALESCE($13, event_buyer_holdings.quantity + EXCLUDED.quantity)
+    RETURNING 1
+), seats AS (
+    INSERT INTO tickets (order_id, position)
+    SELECT n.id, generate_series(1, n.quantity) FROM new_orders n
+), stock AS (
+    UPDATE ticket_types t
+    SET remaining = t.remaining - (SELECT coalesce(sum(n.quantity), 0) FROM new_orders n)
+    WHERE t.id = $1
+      AND t.remaining - (SELECT coalesce(sum(n.quantity), 0) FROM new_orders n) >= 0
+      AND $8 <= t.max_per_order AND NOT t.sales_halted
+      AND sale_open(t.event_status, t.event_sale_opens_at, t.event_sale_closes_at,
+                    t.event_starts_at, $9)
+    RETURNING t.remaining
+)
+SELECT n.id AS "id!", n.email AS "email!", n.quantity AS "quantity!",
+       n.idempotency_key AS "idempotency_key!", n.status AS "status!: OrderStatus",
+       n.created_at AS "created_at!",
+       (SELECT count(*) FROM held) AS "held!",
+       (SELECT count(*) FROM held_in_event) AS "held_in_event!",
+       (SELECT remaining FROM stock) AS "remaining?"
+FROM new_orders n

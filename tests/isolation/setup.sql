@@ -1,0 +1,45 @@
+-- Loaded once into a template database that already has every migration
+-- applied (tests/isolation.rs); each spec runs in a fresh copy. The rows
+-- are in fixtures.sql, loaded before every permutation (reset.sql after it).
+--
+-- Test-only pins, so that the expected outputs are stable: order ids come
+-- from a sequence (last_order() is this session's last one, for the steps
+-- that follow an order's insert) and created_at from a fixed time. The
+-- statements under test are untouched: they rely on the defaults.
+CREATE SEQUENCE order_ids;
+ALTER TABLE orders
+    ALTER COLUMN id SET DEFAULT ('00000000-0000-0000-0000-' || lpad(nextval('order_ids')::text, 12, '0'))::uuid,
+    ALTER COLUMN created_at SET DEFAULT '2026-06-01 12:00:00+00';
+CREATE FUNCTION last_order() RETURNS uuid LANGUAGE sql AS $$
+    SELECT ('00000000-0000-0000-0000-' || lpad(currval('order_ids')::text, 12, '0'))::uuid
+$$;
+
+-- What every permutation ends with, one row per ticket type, from the
+-- tables (the invariants of the design notes):
+--   stock_ok          capacity = remaining + Σ quantity of live orders
+--   buyer_limit_ok    no buyer's live quantity exceeds max_per_buyer
+--   holdings_ok       each buyer's holdings row = their live quantity
+--   one_order_per_key no (buyer, idempotency key) has two orders
+CREATE VIEW invariants AS
+SELECT t.name, t.remaining, coalesce(l.live, 0) AS live,
+       t.capacity = t.remaining + coalesce(l.live, 0) AS stock_ok,
+       coalesce(l.worst_buyer, 0) <= t.max_per_buyer AS buyer_limit_ok,
+       NOT EXISTS (
+           SELECT 1 FROM buyer_holdings h
+           WHERE h.ticket_type_id = t.id
+             AND h.quantity <> (SELECT coalesce(sum(o.quantity), 0) FROM orders o
+                                WHERE o.ticket_type_id = t.id AND o.status = 'confirmed'
+                                  AND coalesce(o.buyer_key, o.email) = h.buyer_key)
+       ) AS holdings_ok,
+       NOT EXISTS (
+           SELECT 1 FROM orders o WHERE o.ticket_type_id = t.id
+           GROUP BY o.email, o.idempotency_key HAVING count(*) > 1
+       ) AS one_order_per_key
+FROM ticket_types t
+LEFT JOIN (
+    SELECT ticket_type_id, sum(q)::int AS live, max(q) AS worst_buyer
+    FROM (SELECT ticket_type_id, coalesce(buyer_key, email) AS buyer, sum(quantity)::int AS q
+          FROM orders WHERE status = 'confirmed' GROUP BY 1, 2) b
+    GROUP BY ticket_type_id
+) l ON l.ticket_type_id = t.id
+ORDER BY t.position;
