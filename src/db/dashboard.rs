@@ -202,13 +202,15 @@ async fn orders_page(
 ) -> Result<OrdersPage, AppError> {
     let query = normalise_query(query);
     let pattern = contains_pattern(&query);
+    // The email column compares bytewise (migrations/0007): the search folds
+    // case under the database's own collation, as it did before.
     let matching = sqlx::query_scalar!(
         r#"SELECT count(*) AS "count!"
            FROM orders o
            JOIN ticket_types t ON t.id = o.ticket_type_id
            JOIN events e ON e.id = t.event_id
            WHERE t.event_id = $1 AND e.organizer_id = $2
-             AND ($3::text IS NULL OR o.email ILIKE $3 ESCAPE '\')"#,
+             AND ($3::text IS NULL OR o.email COLLATE "default" ILIKE $3 ESCAPE '\')"#,
         event_id.get(),
         organizer_id.get(),
         pattern.as_deref(),
@@ -226,7 +228,7 @@ async fn orders_page(
            JOIN ticket_types t ON t.id = o.ticket_type_id
            JOIN events e ON e.id = t.event_id
            WHERE t.event_id = $1 AND e.organizer_id = $2
-             AND ($3::text IS NULL OR o.email ILIKE $3 ESCAPE '\')
+             AND ($3::text IS NULL OR o.email COLLATE "default" ILIKE $3 ESCAPE '\')
            ORDER BY o.created_at DESC, o.id DESC
            LIMIT $4 OFFSET $5"#,
         event_id.get(),
