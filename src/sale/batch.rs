@@ -84,6 +84,10 @@ struct Job {
     /// The ticket type is known sold out: only replay an earlier order of
     /// this key, or refuse.
     replay_only: bool,
+    /// The buyer's limit key, folded on the buyer's own task rather than
+    /// under the row lock (the fold is the costliest step of `decide`);
+    /// `None` for replay-only jobs, which never need it.
+    buyer: Option<BuyerKey>,
     /// Not sold by then: refused, never written.
     deadline: Instant,
     reply: Reply,
@@ -141,6 +145,7 @@ impl Batcher {
             now,
             request: request.clone(),
             replay_only,
+            buyer: (!replay_only).then(|| BuyerKey::from(&request.email)),
             deadline: Instant::now() + self.settings.deadline,
             reply,
         };
@@ -377,7 +382,11 @@ async fn sell_batch(
         .collect();
     let buyers: Vec<BuyerKey> = jobs
         .iter()
-        .map(|j| BuyerKey::from(&j.request.email))
+        .map(|j| {
+            j.buyer
+                .clone()
+                .unwrap_or_else(|| BuyerKey::from(&j.request.email))
+        })
         .collect();
     let existing = existing_orders(&mut *tx, &emails, &keys).await?;
     let held = holdings(&mut tx, ticket_type_id, locked.event_id, &buyers).await?;
