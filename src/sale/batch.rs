@@ -840,4 +840,70 @@ mod tests {
         .expect("a later purchase is answered");
         assert!(matches!(again, Err(AppError::Overloaded)), "{again:?}");
     }
+
+    /// A database error with a given SQLSTATE, as Postgres would report it.
+    #[derive(Debug)]
+    struct Sqlstate(&'static str);
+
+    impl std::fmt::Display for Sqlstate {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "SQLSTATE {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Sqlstate {}
+
+    impl sqlx::error::DatabaseError for Sqlstate {
+        fn message(&self) -> &str {
+            "test"
+        }
+        fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+            Some(self.0.into())
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> sqlx::error::ErrorKind {
+            sqlx::error::ErrorKind::Other
+        }
+    }
+
+    fn database_error(code: &'static str) -> AppError {
+        AppError::internal(sqlx::Error::Database(Box::new(Sqlstate(code))))
+    }
+
+    #[test]
+    fn only_the_lock_and_statement_timeouts_are_past_the_deadline() {
+        assert!(past_deadline(&database_error("55P03")));
+        assert!(past_deadline(&database_error("57014")));
+        assert!(!past_deadline(&database_error("23505")));
+        assert!(!past_deadline(&AppError::internal(anyhow::anyhow!(
+            "55P03"
+        ))));
+        assert!(!past_deadline(&AppError::Overloaded));
+    }
+
+    #[test]
+    fn a_purchase_is_the_same_one_by_its_buyer_and_key() {
+        let request = PurchaseRequest {
+            event_id: None,
+            ticket_type_id: TicketTypeId::from(uuid::Uuid::new_v4()),
+            quantity: Quantity::new(1).unwrap(),
+            email: Email::parse("Ada@Example.org").unwrap(),
+            idempotency_key: IdempotencyKey::parse("key-0123456789abcdef").unwrap(),
+        };
+        assert_eq!(
+            order_key(&request),
+            (
+                "ada@example.org".to_owned(),
+                "key-0123456789abcdef".to_owned()
+            )
+        );
+    }
 }
