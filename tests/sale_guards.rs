@@ -315,3 +315,57 @@ async fn an_order_cannot_be_cancelled_once_the_event_has_started(pool: PgPool) {
     assert_eq!(common::remaining(&pool, ticket_type_id).await, 10);
     assert_eq!(assert_invariants(&pool).await, vec![(ticket_type_id, 0)]);
 }
+
+/// Cancelling an event cancels its live orders (and says how many), puts
+/// their tickets back, frees its buyers' holdings and stops its sale; the
+/// orders of other events stay; a second call has nothing left to cancel.
+#[sqlx::test]
+async fn cancelling_an_event_cancels_its_orders_and_stops_its_sale(pool: PgPool) {
+    let fixture = published_event(
+        &pool,
+        &[TicketSpec::new(10, 4, 4), TicketSpec::new(5, 2, 2)],
+    )
+    .await;
+    let (first, second) = (fixture.ticket_type_ids[0], fixture.ticket_type_ids[1]);
+    let other = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    let mut orders = Vec::new();
+    for (ticket_type_id, quantity, email) in [
+        (first, 3, "ada@example.org"),
+        (first, 2, "bob@example.org"),
+        (second, 1, "ada@example.org"),
+    ] {
+        let request = purchase_request(ticket_type_id, quantity, email);
+        orders.push(buy(&pool, now(), &request).await.unwrap().order().id);
+    }
+    let request = purchase_request(other.ticket_type_id(), 1, "ada@example.org");
+    let elsewhere = buy(&pool, now(), &request).await.unwrap().order().id;
+
+    let cancel = || sale::cancel_event(&pool, fixture.organizer_id.into(), fixture.event_id.into());
+    assert_eq!(cancel().await.unwrap(), 3);
+    for order in &orders {
+        assert_eq!(common::order_status(&pool, order.get()).await, "cancelled");
+    }
+    assert_eq!(
+        common::order_status(&pool, elsewhere.get()).await,
+        "confirmed"
+    );
+    assert_eq!(
+        common::event_status(&pool, fixture.event_id).await,
+        "cancelled"
+    );
+    assert_eq!(common::remaining(&pool, first).await, 10);
+    assert_eq!(common::remaining(&pool, second).await, 5);
+    let mut sold = vec![(first, 0), (second, 0), (other.ticket_type_id(), 1)];
+    sold.sort();
+    assert_eq!(assert_invariants(&pool).await, sold);
+
+    let late = buy(
+        &pool,
+        now(),
+        &purchase_request(first, 1, "late@example.org"),
+    )
+    .await;
+    assert!(matches!(late, Err(AppError::SaleClosed(_))), "{late:?}");
+    assert_eq!(cancel().await.unwrap(), 0);
+    assert_eq!(common::remaining(&pool, first).await, 10);
+}

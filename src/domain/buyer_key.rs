@@ -224,4 +224,11 @@ mod tests {
             assert!(!is_invisible(c), "{c}");
         }
     }
+
+    #[test]
+    fn a_key_reads_as_its_folded_address() {
+        let key = BuyerKey::from(&Email::parse("Jane.Doe+x@GoogleMail.com").unwrap());
+        assert_eq!(key.as_str(), "janedoe@gmail.com");
+        assert_eq!(key.to_string(), "janedoe@gmail.com");
+    }
 }

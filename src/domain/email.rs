@@ -117,4 +117,12 @@ mod tests {
         let email = Email::parse(" Ada@Example.org").unwrap();
         assert_eq!(email.to_string(), "ada@example.org");
     }
+
+    #[test]
+    fn the_domain_must_have_a_dot_inside() {
+        for raw in ["ada@example.org.", "ada@localhost"] {
+            assert!(Email::parse(raw).is_err(), "{raw:?}");
+        }
+        assert!(Email::parse("ada@mail.example.org").is_ok());
+    }
 }

@@ -35,4 +35,23 @@ mod tests {
         assert_eq!(format_price(1250, "EUR"), "12.50 EUR");
         assert_eq!(format_price(0, "EUR"), "Free");
     }
+
+    #[test]
+    fn formats_decimal_prices_and_small_amounts() {
+        assert_eq!(format_price(7, "EUR"), "0.07 EUR");
+        assert_eq!(format_price(100_000_000, "USD"), "1000000.00 USD");
+        assert_eq!(decimal_price(1250), "12.50");
+        assert_eq!(decimal_price(7), "0.07");
+        assert_eq!(decimal_price(0), "0.00");
+        assert_eq!(decimal_price(1999), "19.99");
+    }
+
+    #[test]
+    fn formats_times_in_utc() {
+        use time::macros::datetime;
+        assert_eq!(
+            format_time(datetime!(2027-03-01 19:30 +01:00)),
+            "Mon 1 Mar 2027, 18:30 UTC"
+        );
+    }
 }

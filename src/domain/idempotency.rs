@@ -143,4 +143,20 @@ mod tests {
             "order-1_0123456789abcdef"
         );
     }
+
+    #[test]
+    fn cancel_secrets_take_the_url_safe_alphabet_and_hash_with_sha256() {
+        let dashed = format!("-_{}", "a".repeat(41));
+        assert_eq!(CancelSecret::parse(&dashed).unwrap().as_str(), dashed);
+        assert_eq!(CancelSecret::parse(&"a".repeat(42)), None);
+        assert_eq!(CancelSecret::parse(&"a".repeat(44)), None);
+        let secret = CancelSecret::parse(&"A".repeat(43)).unwrap();
+        let hex: String = secret.hash().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "0f007385b6f9d4b7eeb2748605afe1a984a0a3bfa3f014d09e2a784ce9e5cd1a"
+        );
+        assert_eq!(CancelSecret::generate().as_str().len(), 43);
+        assert_eq!(format!("{secret:?}"), "CancelSecret(..)");
+    }
 }

@@ -99,4 +99,16 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn default_quotas() {
+        assert_eq!(
+            Quotas::default(),
+            Quotas {
+                published_events: 100,
+                ticket_types_per_event: 20,
+                total_capacity: 1_000_000,
+            }
+        );
+    }
 }

@@ -87,4 +87,52 @@ mod tests {
             assert!(Money::parse_decimal(raw, eur()).is_err(), "{raw:?}");
         }
     }
+
+    #[test]
+    fn currencies_are_three_letters() {
+        assert_eq!(Currency::parse(" usd ").unwrap().as_str(), "USD");
+        for raw in ["", "EU", "EURO", "E1R", "E R"] {
+            assert!(Currency::parse(raw).is_err(), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn prices_run_from_zero_to_the_limit() {
+        assert_eq!(Money::from_minor(0, eur()).unwrap().minor, 0);
+        assert_eq!(
+            Money::from_minor(-1, eur()),
+            Err("A price cannot be negative.".to_owned())
+        );
+        let limit = "That price is above the 1,000,000.00 limit.".to_owned();
+        assert_eq!(
+            Money::from_minor(100_000_000, eur()).unwrap().minor,
+            100_000_000
+        );
+        assert_eq!(Money::from_minor(100_000_001, eur()), Err(limit.clone()));
+        assert_eq!(Money::parse_decimal("0", eur()).unwrap().minor, 0);
+        assert_eq!(Money::parse_decimal(" 3.05 ", eur()).unwrap().minor, 305);
+        assert_eq!(
+            Money::parse_decimal("1000000.00", eur()).unwrap().minor,
+            100_000_000
+        );
+        // Nine digits are a number above the limit; ten are not a price.
+        assert_eq!(Money::parse_decimal("123456789", eur()), Err(limit));
+        assert_eq!(
+            Money::parse_decimal("1234567890", eur()),
+            Err("\"1234567890\" is not a price such as 12.50.".to_owned())
+        );
+        // Signs are not digits, in either part (`parse` would take them).
+        for raw in ["-1", "+5", "1.+5", "1.-5"] {
+            assert_eq!(
+                Money::parse_decimal(raw, eur()),
+                Err(format!("\"{raw}\" is not a price such as 12.50.")),
+            );
+        }
+    }
+
+    #[test]
+    fn displays_with_its_currency() {
+        let price = Money::parse_decimal("12.5", eur()).unwrap();
+        assert_eq!(price.to_string(), "12.50 EUR");
+    }
 }

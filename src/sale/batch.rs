@@ -46,9 +46,6 @@ use crate::{
     error::AppError,
 };
 
-/// How a worker without work for this long stops (a new one starts on demand).
-const IDLE_WORKER: Duration = Duration::from_secs(30);
-
 #[derive(Debug, Clone, Copy)]
 pub struct EngineSettings {
     /// Purchases sold in one transaction at most.
@@ -63,6 +60,9 @@ pub struct EngineSettings {
     /// in it. Keep it below the request timeout, so that no purchase commits
     /// after its buyer was told 503.
     pub deadline: Duration,
+    /// A ticket type's worker without work for this long stops (a new one
+    /// starts on demand).
+    pub idle_worker: Duration,
 }
 
 impl Default for EngineSettings {
@@ -72,6 +72,7 @@ impl Default for EngineSettings {
             queue_capacity: 4096,
             sold_out_lifetime: Duration::from_secs(2),
             deadline: Duration::from_secs(10),
+            idle_worker: Duration::from_secs(30),
         }
     }
 }
@@ -179,7 +180,7 @@ impl Batcher {
         let mut batch = Vec::with_capacity(self.settings.max_batch);
         loop {
             let received = tokio::time::timeout(
-                IDLE_WORKER,
+                self.settings.idle_worker,
                 jobs.recv_many(&mut batch, self.settings.max_batch),
             )
             .await;
@@ -707,4 +708,146 @@ async fn write(
         })
         .collect();
     Ok(Written { orders, remaining })
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::postgres::PgPoolOptions;
+
+    use super::*;
+    use crate::domain::{Email, IdempotencyKey, Quantity};
+
+    /// An idle worker closes its queue, sells what slipped in before the
+    /// close, and stops; the next purchase starts a new one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idle_worker_sells_what_slipped_in_then_stops() {
+        // Nothing listens on port 1: every read fails at once, which the
+        // worker answers with 503. Only whether it answers matters here.
+        let db = PgPoolOptions::new()
+            .acquire_timeout(Duration::from_secs(2))
+            .connect_lazy("postgres://127.0.0.1:1/none")
+            .unwrap();
+        let settings = EngineSettings {
+            idle_worker: Duration::from_millis(100),
+            ..EngineSettings::default()
+        };
+        let sold_out = Arc::new(SoldOut::new(settings.sold_out_lifetime));
+        let batcher = Arc::new(Batcher::new(db, settings, sold_out));
+        let ticket_type_id = TicketTypeId::from(uuid::Uuid::new_v4());
+        let request = PurchaseRequest {
+            event_id: None,
+            ticket_type_id,
+            quantity: Quantity::new(1).unwrap(),
+            email: Email::parse("ada@example.org").unwrap(),
+            idempotency_key: IdempotencyKey::generate(),
+        };
+        let job = |reply| Job {
+            now: OffsetDateTime::now_utc(),
+            request: request.clone(),
+            replay_only: true,
+            deadline: Instant::now() + Duration::from_secs(10),
+            reply,
+        };
+
+        // A worker starts with the queue. Hold the queues' lock past its idle
+        // time: it times out and waits for the lock to close the queue, and
+        // a job sent meanwhile is in the queue when it closes.
+        let queue = batcher.queue(ticket_type_id);
+        assert_eq!(Arc::strong_count(&batcher), 2, "the worker holds one");
+        let (reply, answer) = oneshot::channel();
+        {
+            let _queues = batcher.queues.lock().unwrap();
+            std::thread::sleep(Duration::from_millis(500));
+            queue.try_send(job(reply)).unwrap();
+        }
+        let answer = tokio::time::timeout(Duration::from_secs(10), answer)
+            .await
+            .expect("the job that slipped in is answered")
+            .expect("the worker answers it, not drops it");
+        assert!(matches!(answer, Err(AppError::Overloaded)), "{answer:?}");
+
+        // Then it stops: its queue is gone and it no longer holds the batcher.
+        let stopped = Instant::now() + Duration::from_secs(5);
+        while Arc::strong_count(&batcher) > 1 {
+            assert!(Instant::now() < stopped, "the idle worker did not stop");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(queue.is_closed());
+        assert!(batcher.queues.lock().unwrap().is_empty());
+
+        // A later purchase starts a new worker and is answered.
+        let again = tokio::time::timeout(
+            Duration::from_secs(10),
+            batcher.replay_or_sold_out(OffsetDateTime::now_utc(), &request),
+        )
+        .await
+        .expect("a later purchase is answered");
+        assert!(matches!(again, Err(AppError::Overloaded)), "{again:?}");
+    }
+
+    /// A database error with a given SQLSTATE, as Postgres would report it.
+    #[derive(Debug)]
+    struct Sqlstate(&'static str);
+
+    impl std::fmt::Display for Sqlstate {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "SQLSTATE {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Sqlstate {}
+
+    impl sqlx::error::DatabaseError for Sqlstate {
+        fn message(&self) -> &str {
+            "test"
+        }
+        fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+            Some(self.0.into())
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> sqlx::error::ErrorKind {
+            sqlx::error::ErrorKind::Other
+        }
+    }
+
+    fn database_error(code: &'static str) -> AppError {
+        AppError::internal(sqlx::Error::Database(Box::new(Sqlstate(code))))
+    }
+
+    #[test]
+    fn only_the_lock_and_statement_timeouts_are_past_the_deadline() {
+        assert!(past_deadline(&database_error("55P03")));
+        assert!(past_deadline(&database_error("57014")));
+        assert!(!past_deadline(&database_error("23505")));
+        assert!(!past_deadline(&AppError::internal(anyhow::anyhow!(
+            "55P03"
+        ))));
+        assert!(!past_deadline(&AppError::Overloaded));
+    }
+
+    #[test]
+    fn a_purchase_is_the_same_one_by_its_buyer_and_key() {
+        let request = PurchaseRequest {
+            event_id: None,
+            ticket_type_id: TicketTypeId::from(uuid::Uuid::new_v4()),
+            quantity: Quantity::new(1).unwrap(),
+            email: Email::parse("Ada@Example.org").unwrap(),
+            idempotency_key: IdempotencyKey::parse("key-0123456789abcdef").unwrap(),
+        };
+        assert_eq!(
+            order_key(&request),
+            (
+                "ada@example.org".to_owned(),
+                "key-0123456789abcdef".to_owned()
+            )
+        );
+    }
 }

@@ -96,3 +96,99 @@ impl SaleCheck {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use time::{Duration, macros::datetime};
+
+    use super::*;
+
+    const OPENS: OffsetDateTime = datetime!(2027-01-01 10:00 UTC);
+
+    fn open_sale() -> SaleCheck {
+        SaleCheck {
+            existing_order: None,
+            remaining: 10,
+            max_per_order: 4,
+            max_per_buyer: 6,
+            event_max_per_buyer: None,
+            sales_halted: false,
+            window: SaleWindow {
+                status: EventStatus::Published,
+                opens_at: OPENS,
+                closes_at: None,
+                starts_at: OPENS + Duration::days(30),
+            },
+        }
+    }
+
+    fn refusal(check: &SaleCheck, quantity: i64) -> Result<(), AppError> {
+        check.refusal(OPENS + Duration::hours(1), Quantity::new(quantity).unwrap())
+    }
+
+    #[test]
+    fn the_window_and_a_halt_refuse_first() {
+        let check = open_sale();
+        assert!(matches!(refusal(&check, 1), Ok(())));
+        let before = check.refusal(OPENS - Duration::SECOND, Quantity::new(1).unwrap());
+        assert!(matches!(before, Err(AppError::SaleNotOpen { opens_at }) if opens_at == OPENS));
+        let after = check.refusal(OPENS + Duration::days(30), Quantity::new(1).unwrap());
+        assert!(matches!(after, Err(AppError::SaleClosed(m)) if m.contains("has closed")));
+        let mut draft = open_sale();
+        draft.window.status = EventStatus::Draft;
+        assert!(matches!(refusal(&draft, 1), Err(AppError::NotFound)));
+        let mut cancelled = open_sale();
+        cancelled.window.status = EventStatus::Cancelled;
+        assert!(matches!(
+            refusal(&cancelled, 1),
+            Err(AppError::SaleClosed(m)) if m.contains("cancelled")
+        ));
+        let mut halted = open_sale();
+        halted.sales_halted = true;
+        assert!(matches!(
+            refusal(&halted, 1),
+            Err(AppError::SaleClosed(m)) if m.contains("stopped")
+        ));
+    }
+
+    #[test]
+    fn limits_then_stock() {
+        let check = open_sale();
+        assert!(matches!(refusal(&check, 4), Ok(())));
+        assert!(matches!(
+            refusal(&check, 5),
+            Err(AppError::OrderLimit { max: 4 })
+        ));
+        let mut generous = open_sale();
+        generous.max_per_order = 20;
+        assert!(matches!(refusal(&generous, 6), Ok(())));
+        assert!(matches!(
+            refusal(&generous, 7),
+            Err(AppError::BuyerLimit { max: 6 })
+        ));
+        generous.event_max_per_buyer = Some(5);
+        assert!(matches!(refusal(&generous, 5), Ok(())));
+        assert!(matches!(
+            refusal(&generous, 6),
+            Err(AppError::EventBuyerLimit { max: 5 })
+        ));
+        assert_eq!(
+            generous.limits(),
+            BuyerLimits {
+                per_ticket_type: 6,
+                per_event: Some(5),
+            }
+        );
+
+        let mut few = open_sale();
+        few.remaining = 3;
+        assert!(matches!(refusal(&few, 3), Ok(())));
+        assert!(matches!(refusal(&few, 2), Ok(())));
+        assert!(matches!(
+            refusal(&few, 4),
+            Err(AppError::NotEnoughLeft { remaining: 3 })
+        ));
+        few.remaining = 0;
+        assert!(matches!(refusal(&few, 1), Err(AppError::SoldOut)));
+    }
+}

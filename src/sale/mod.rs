@@ -355,3 +355,107 @@ fn replay(existing: Order, request: &PurchaseRequest) -> Result<Purchase, AppErr
         Err(AppError::IdempotencyConflict)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use sqlx::postgres::PgPoolOptions;
+
+    use super::*;
+
+    #[test]
+    fn strategies_have_their_names() {
+        let names: Vec<String> = Strategy::ALL.iter().map(Strategy::to_string).collect();
+        assert_eq!(
+            names,
+            ["batch", "naive", "for-update", "redis-watch", "redis-lock"]
+        );
+        for strategy in Strategy::ALL {
+            assert_eq!(strategy.as_str().parse(), Ok(strategy));
+            assert_eq!(
+                strategy.needs_redis(),
+                strategy.as_str().starts_with("redis")
+            );
+        }
+        assert!("Batch".parse::<Strategy>().unwrap_err().contains("`Batch`"));
+    }
+
+    fn order(ticket_type_id: TicketTypeId, quantity: i32) -> Order {
+        Order {
+            id: OrderId::from(uuid::Uuid::new_v4()),
+            ticket_type_id,
+            email: "ada@example.org".into(),
+            quantity,
+            status: OrderStatus::Confirmed,
+            unit_price_minor: 2500,
+            currency: "EUR".into(),
+            created_at: OffsetDateTime::UNIX_EPOCH,
+        }
+    }
+
+    fn request(ticket_type_id: TicketTypeId, quantity: i64) -> PurchaseRequest {
+        PurchaseRequest {
+            event_id: None,
+            ticket_type_id,
+            quantity: Quantity::new(quantity).unwrap(),
+            email: Email::parse("ada@example.org").unwrap(),
+            idempotency_key: IdempotencyKey::generate(),
+        }
+    }
+
+    #[test]
+    fn a_key_replays_only_the_same_purchase() {
+        let (tt, other) = (
+            TicketTypeId::from(uuid::Uuid::new_v4()),
+            TicketTypeId::from(uuid::Uuid::new_v4()),
+        );
+        let existing = order(tt, 2);
+        assert_eq!(
+            replay(existing.clone(), &request(tt, 2)).unwrap(),
+            Purchase::Replayed(existing.clone())
+        );
+        for mismatch in [request(tt, 3), request(other, 2), request(other, 3)] {
+            assert!(matches!(
+                replay(existing.clone(), &mismatch),
+                Err(AppError::IdempotencyConflict)
+            ));
+        }
+    }
+
+    #[test]
+    fn a_purchase_shows_its_order_and_a_created_one_its_secret() {
+        let existing = order(TicketTypeId::from(uuid::Uuid::new_v4()), 1);
+        let secret = CancelSecret::generate();
+        let created = Purchase::Created {
+            order: existing.clone(),
+            cancel_secret: secret.clone(),
+        };
+        assert_eq!(created.order(), &existing);
+        assert_eq!(created.cancel_secret(), Some(&secret));
+        let replayed = Purchase::Replayed(existing.clone());
+        assert_eq!(replayed.order(), &existing);
+        assert_eq!(replayed.cancel_secret(), None);
+    }
+
+    #[tokio::test]
+    async fn sales_keep_their_strategy_deadline_and_flags() {
+        let db = PgPoolOptions::new()
+            .connect_lazy("postgres://stampede@localhost/none?host=/nonexistent-stampede-socket")
+            .unwrap();
+        let sales = Sales::new(db, Strategy::Naive, EngineSettings::default())
+            .with_deadline(Duration::from_millis(1234));
+        assert_eq!(sales.strategy(), Strategy::Naive);
+        assert_eq!(format!("{sales:?}"), "Sales { strategy: Naive, .. }");
+        assert_eq!(
+            sales.batcher.settings().deadline,
+            Duration::from_millis(1234)
+        );
+        let (tt, other) = (
+            TicketTypeId::from(uuid::Uuid::new_v4()),
+            TicketTypeId::from(uuid::Uuid::new_v4()),
+        );
+        assert!(!sales.known_sold_out(tt));
+        sales.sold_out.set(tt);
+        assert!(sales.known_sold_out(tt));
+        assert!(!sales.known_sold_out(other));
+    }
+}

@@ -197,3 +197,23 @@ fn refusal(left: i64) -> AppError {
         _ => AppError::SoldOut,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_left_says_why_a_reservation_failed() {
+        assert!(matches!(
+            refusal(3),
+            AppError::NotEnoughLeft { remaining: 3 }
+        ));
+        assert!(matches!(
+            refusal(1),
+            AppError::NotEnoughLeft { remaining: 1 }
+        ));
+        for left in [0, -1, i64::MAX] {
+            assert!(matches!(refusal(left), AppError::SoldOut), "{left}");
+        }
+    }
+}

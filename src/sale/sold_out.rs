@@ -116,3 +116,64 @@ pub async fn listen(db: PgPool, flags: Weak<SoldOut>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn id() -> TicketTypeId {
+        TicketTypeId::from(uuid::Uuid::new_v4())
+    }
+
+    #[test]
+    fn flags_stand_until_cleared_or_lapsed() {
+        let flags = SoldOut::new(Duration::from_secs(60));
+        let (a, b) = (id(), id());
+        assert!(!flags.is_set(a));
+        flags.set(a);
+        assert!(flags.is_set(a));
+        assert!(!flags.is_set(b));
+        flags.set(b);
+        flags.clear(a);
+        assert!(!flags.is_set(a));
+        assert!(flags.is_set(b));
+        flags.set(a);
+        flags.clear_all();
+        assert!(!flags.is_set(a) && !flags.is_set(b));
+
+        let short = SoldOut::new(Duration::from_millis(50));
+        short.set(a);
+        assert!(short.is_set(a));
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!short.is_set(a), "the flag lapses after its lifetime");
+    }
+
+    /// A pool whose every connection attempt fails at once (no such socket).
+    fn unreachable() -> PgPool {
+        PgPoolOptions::new()
+            .acquire_timeout(Duration::from_secs(2))
+            .connect_lazy("postgres://stampede@localhost/none?host=/nonexistent-stampede-socket")
+            .unwrap()
+    }
+
+    /// The listener keeps trying while the flags are in use, and ends once
+    /// they are dropped, even when it never got a connection.
+    #[tokio::test]
+    async fn the_listener_lives_as_long_as_its_flags() {
+        let flags = Arc::new(SoldOut::new(Duration::from_secs(60)));
+        let task = tokio::spawn(listen(unreachable(), Arc::downgrade(&flags)));
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!task.is_finished(), "the listener gave up while in use");
+        drop(flags);
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("the listener ends once its flags are dropped")
+            .unwrap();
+
+        tokio::time::timeout(Duration::from_secs(3), listen(unreachable(), Weak::new()))
+            .await
+            .expect("without flags the listener does not even start");
+    }
+}
