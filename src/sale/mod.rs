@@ -18,6 +18,11 @@
 //! ([`sold_out`]) refuses purchases of a sold-out type without a
 //! transaction.
 //!
+//! With `--redis-gate`, the optional Redis gate ([`gate`]) checks and counts
+//! each purchase in Redis first: refusals are answered from Redis, admitted
+//! purchases go on to the strategy (Postgres keeps the last word) and give
+//! their counts back if it does not sell them.
+//!
 //! Cancelling orders and events is [`cancel`].
 
 mod batch;
