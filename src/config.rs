@@ -197,7 +197,8 @@ pub struct ServeArgs {
     )]
     pub sale_strategy: crate::sale::Strategy,
 
-    /// Redis, for the `redis-watch` and `redis-lock` baselines only.
+    /// Redis, for the gate (`--redis-gate`) and the `redis-watch` and
+    /// `redis-lock` baselines.
     #[arg(
         long,
         env = "STAMPEDE_REDIS_URL",
@@ -205,6 +206,34 @@ pub struct ServeArgs {
         global = true
     )]
     pub redis_url: String,
+
+    /// Check and count purchases in Redis (`--redis-url`) before Postgres,
+    /// so that about as many purchases as there are tickets reach the
+    /// database. Off by default; Postgres keeps the last word either way.
+    #[arg(long, env = "STAMPEDE_REDIS_GATE", global = true)]
+    pub redis_gate: bool,
+
+    /// The gate: milliseconds a Redis call may take before the purchase
+    /// goes to Postgres alone.
+    #[arg(
+        long,
+        env = "STAMPEDE_REDIS_GATE_TIMEOUT_MS",
+        default_value_t = 100,
+        value_parser = clap::value_parser!(u64).range(1..),
+        global = true
+    )]
+    pub redis_gate_timeout_ms: u64,
+
+    /// The gate: seconds between rebuilds of its counters from Postgres,
+    /// the longest a crash between Redis and Postgres keeps tickets unsold.
+    #[arg(
+        long,
+        env = "STAMPEDE_REDIS_GATE_RECONCILE_SECS",
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u64).range(1..),
+        global = true
+    )]
+    pub redis_gate_reconcile_secs: u64,
 
     /// `batch`: purchases of one ticket type sold in one transaction at most.
     #[arg(

@@ -21,7 +21,7 @@ use sqlx::{
 use stampede::{
     domain::{Email, IdempotencyKey, Quantity},
     error::AppError,
-    sale::{self, EngineSettings, Purchase, PurchaseRequest, Sales, Strategy},
+    sale::{self, EngineSettings, GateSettings, Purchase, PurchaseRequest, Sales, Strategy},
 };
 use tokio::sync::Barrier;
 use uuid::Uuid;
@@ -40,15 +40,51 @@ fn fresh_key() -> String {
     Uuid::new_v4().to_string()
 }
 
-/// An engine of `strategy`; the Redis baselines on the local Redis.
-fn engine(pool: &PgPool, strategy: Strategy) -> Sales {
-    let sales = Sales::new(pool.clone(), strategy, EngineSettings::default());
-    if strategy.needs_redis() {
-        let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-        sales.with_redis(&url).unwrap()
-    } else {
-        sales
+fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// A strategy, with or without the Redis gate in front (issue 9).
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    strategy: Strategy,
+    gate: bool,
+}
+
+impl From<Strategy> for Setup {
+    fn from(strategy: Strategy) -> Self {
+        Self {
+            strategy,
+            gate: false,
+        }
     }
+}
+
+impl std::fmt::Display for Setup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let gate = if self.gate { " behind the gate" } else { "" };
+        write!(f, "{}{gate}", self.strategy)
+    }
+}
+
+/// An engine of `strategy`; the Redis baselines and the gate on the local
+/// Redis (the gate's keys are per ticket type, fresh in every test).
+fn engine(pool: &PgPool, setup: Setup) -> Sales {
+    let mut sales = Sales::new(pool.clone(), setup.strategy, EngineSettings::default());
+    if setup.strategy.needs_redis() {
+        sales = sales.with_redis(&redis_url()).unwrap();
+    }
+    if setup.gate {
+        let settings = GateSettings {
+            prefix: "stampede:test:strategies:".into(),
+            // Generous: a thousand tasks on one test thread, on a busy box
+            // (a slower answer is a fallback to Postgres, also correct).
+            timeout: Duration::from_secs(1),
+            ..GateSettings::default()
+        };
+        sales = sales.with_gate(&redis_url(), settings).unwrap();
+    }
+    sales
 }
 
 async fn rush(connect: PgConnectOptions, spec: TicketSpec) -> (PgPool, Fixture) {
@@ -113,7 +149,7 @@ async fn assert_answers_match_orders(
 
 /// Seed 000 (200 buyers, 10 tickets, 1–4 each, seeded) for each strategy:
 /// never oversold, every ticket sold, answers match the tables.
-async fn seed_000(connect: PgConnectOptions, strategy: Strategy) {
+async fn seed_000(connect: PgConnectOptions, strategy: Setup) {
     let (pool, fixture) = rush(connect, TicketSpec::new(10, 4, 4)).await;
     let tt = fixture.ticket_type_id();
     let sales = engine(&pool, strategy);
@@ -153,7 +189,7 @@ async fn seed_000(connect: PgConnectOptions, strategy: Strategy) {
 }
 
 /// Seed 001 (10,000 attempts on 100 tickets, 1 each): exactly 100 sold.
-async fn seed_001(connect: PgConnectOptions, strategy: Strategy) {
+async fn seed_001(connect: PgConnectOptions, strategy: Setup) {
     let (pool, fixture) = rush(connect, TicketSpec::new(100, 1, 1)).await;
     let tt = fixture.ticket_type_id();
     let sales = engine(&pool, strategy);
@@ -175,11 +211,20 @@ async fn seed_001(connect: PgConnectOptions, strategy: Strategy) {
     assert_eq!(sold(&pool, tt).await, 100, "{strategy}");
     assert_eq!(sold_answers, 100, "{strategy}");
     assert_eq!(remaining(&pool, tt).await, 0);
+    if let Some(gate) = sales.gate() {
+        // The gate shed the burst: about as many purchases as tickets went
+        // on to Postgres (a periodic rebuild mid-sale may let a few more by).
+        let admitted = gate.admitted();
+        assert!(
+            (100..=200).contains(&admitted),
+            "{admitted} of 10,000 admitted"
+        );
+    }
 }
 
 /// The same buyer and key twenty times at once: one order, and every
 /// answer names it.
-async fn same_key_raced(connect: PgConnectOptions, strategy: Strategy) {
+async fn same_key_raced(connect: PgConnectOptions, strategy: Setup) {
     let (pool, fixture) = rush(connect, TicketSpec::new(50, 4, 4)).await;
     let tt = fixture.ticket_type_id();
     let sales = engine(&pool, strategy);
@@ -211,7 +256,7 @@ async fn same_key_raced(connect: PgConnectOptions, strategy: Strategy) {
 }
 
 /// One buyer, fifty purchases at once under fresh keys, limit 4 per buyer.
-async fn one_buyer_raced(connect: PgConnectOptions, strategy: Strategy) {
+async fn one_buyer_raced(connect: PgConnectOptions, strategy: Setup) {
     let (pool, fixture) = rush(connect, TicketSpec::new(100, 1, 4)).await;
     let tt = fixture.ticket_type_id();
     let sales = engine(&pool, strategy);
@@ -229,7 +274,7 @@ async fn one_buyer_raced(connect: PgConnectOptions, strategy: Strategy) {
 }
 
 /// Two instances (two engines, two pools) selling one ticket type.
-async fn two_instances(connect: PgConnectOptions, strategy: Strategy) {
+async fn two_instances(connect: PgConnectOptions, strategy: Setup) {
     let (pool, fixture) = rush(connect.clone(), TicketSpec::new(60, 2, 2)).await;
     let other_pool = common::pool(connect, 16).await;
     let tt = fixture.ticket_type_id();
@@ -267,23 +312,34 @@ macro_rules! every_strategy {
             use super::*;
             #[sqlx::test]
             async fn batch(_: PgPoolOptions, connect: PgConnectOptions) {
-                super::$scenario(connect, Strategy::Batch).await;
+                super::$scenario(connect, Strategy::Batch.into()).await;
             }
             #[sqlx::test]
             async fn naive(_: PgPoolOptions, connect: PgConnectOptions) {
-                super::$scenario(connect, Strategy::Naive).await;
+                super::$scenario(connect, Strategy::Naive.into()).await;
             }
             #[sqlx::test]
             async fn for_update(_: PgPoolOptions, connect: PgConnectOptions) {
-                super::$scenario(connect, Strategy::ForUpdate).await;
+                super::$scenario(connect, Strategy::ForUpdate.into()).await;
             }
             #[sqlx::test]
             async fn redis_watch(_: PgPoolOptions, connect: PgConnectOptions) {
-                super::$scenario(connect, Strategy::RedisWatch).await;
+                super::$scenario(connect, Strategy::RedisWatch.into()).await;
             }
             #[sqlx::test]
             async fn redis_lock(_: PgPoolOptions, connect: PgConnectOptions) {
-                super::$scenario(connect, Strategy::RedisLock).await;
+                super::$scenario(connect, Strategy::RedisLock.into()).await;
+            }
+            /// The engine behind the Redis gate (issue 9).
+            #[sqlx::test]
+            async fn batch_gated(_: PgPoolOptions, connect: PgConnectOptions) {
+                let setup = Setup { strategy: Strategy::Batch, gate: true };
+                super::$scenario(connect, setup).await;
+            }
+            #[sqlx::test]
+            async fn naive_gated(_: PgPoolOptions, connect: PgConnectOptions) {
+                let setup = Setup { strategy: Strategy::Naive, gate: true };
+                super::$scenario(connect, setup).await;
             }
         }
     )*};

@@ -18,11 +18,17 @@
 //! ([`sold_out`]) refuses purchases of a sold-out type without a
 //! transaction.
 //!
+//! With `--redis-gate`, the optional Redis gate ([`gate`]) checks and counts
+//! each purchase in Redis first: refusals are answered from Redis, admitted
+//! purchases go on to the strategy (Postgres keeps the last word) and give
+//! their counts back if it does not sell them.
+//!
 //! Cancelling orders and events is [`cancel`].
 
 mod batch;
 mod cancel;
 mod check;
+mod gate;
 mod redis_baselines;
 mod single;
 mod sold_out;
@@ -35,6 +41,8 @@ use tracing::Instrument;
 
 pub use batch::EngineSettings;
 pub use cancel::{cancel, cancel_event};
+use gate::Admission;
+pub use gate::{Gate, GateError, GateSettings};
 use single::Locking;
 use sold_out::SoldOut;
 
@@ -119,6 +127,8 @@ pub struct Sales {
     sold_out: Arc<SoldOut>,
     /// For the Redis baselines only.
     redis: Option<deadpool_redis::Pool>,
+    /// The optional Redis gate in front of the strategy ([`gate`]).
+    gate: Option<Arc<Gate>>,
 }
 
 impl fmt::Debug for Sales {
@@ -145,6 +155,7 @@ impl Sales {
             strategy,
             sold_out,
             redis: None,
+            gate: None,
         }
     }
 
@@ -170,6 +181,19 @@ impl Sales {
             .map_err(AppError::internal)?;
         self.redis = Some(pool);
         Ok(self)
+    }
+
+    /// Put the Redis gate ([`gate`]) in front of the strategy: purchases are
+    /// checked and counted in Redis first, and only those it admits reach
+    /// Postgres. Must be called inside a Tokio runtime.
+    pub fn with_gate(mut self, url: &str, settings: GateSettings) -> Result<Self, AppError> {
+        self.gate = Some(Gate::start(self.db.clone(), url, settings)?);
+        Ok(self)
+    }
+
+    /// The Redis gate, if configured.
+    pub fn gate(&self) -> Option<&Gate> {
+        self.gate.as_deref()
     }
 
     /// Whether this instance has seen the ticket type sell out (and no
@@ -226,6 +250,53 @@ impl Sales {
                 answer => answer,
             };
         }
+        let Some(gate) = &self.gate else {
+            return self.sell(now, request).await;
+        };
+        match gate.admit(request).await {
+            Admission::Bypass | Admission::Replay => self.sell(now, request).await,
+            // Refused from Redis; a buyer who holds tickets may be retrying
+            // a committed purchase, which replays.
+            Admission::Refused { refusal, holds } => {
+                if !holds {
+                    return Err(refusal);
+                }
+                match replay_by_key(&self.db, request).await {
+                    Err(AppError::NotFound) => Err(refusal),
+                    answer => answer,
+                }
+            }
+            Admission::Admitted(ticket) => {
+                // In a task of its own, so that a buyer who goes away
+                // cannot cancel the give-back.
+                let sales = self.clone();
+                let gate = Arc::clone(gate);
+                let request = request.clone();
+                let sold = tokio::spawn(
+                    async move {
+                        let result = sales.sell(now, &request).await;
+                        if !matches!(result, Ok(Purchase::Created { .. })) {
+                            gate.give_back(&ticket).await;
+                        }
+                        result
+                    }
+                    .in_current_span(),
+                );
+                sold.await.unwrap_or_else(|err| {
+                    Err(AppError::internal(anyhow::anyhow!(
+                        "purchase task failed: {err}"
+                    )))
+                })
+            }
+        }
+    }
+
+    /// The strategy's sale, Postgres having the last word.
+    async fn sell(
+        &self,
+        now: OffsetDateTime,
+        request: &PurchaseRequest,
+    ) -> Result<Purchase, AppError> {
         let result = match self.strategy {
             Strategy::Batch => self.batcher.purchase(now, request).await,
             Strategy::Naive => single::purchase(&self.db, now, request, Locking::AtTheEnd).await,

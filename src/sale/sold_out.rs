@@ -65,9 +65,28 @@ impl SoldOut {
     }
 }
 
-/// Clear flags as Postgres announces returned stock, for as long as the
-/// flags are in use (the task ends when the engine is dropped).
-pub async fn listen(db: PgPool, flags: Weak<SoldOut>) {
+/// What hears of returned stock: the sold-out flags, and the Redis gate
+/// ([`super::gate`]), which rebuilds its counters.
+pub trait StockWatcher: Send + Sync + 'static {
+    /// Tickets of this type came back (a cancellation, a capacity raised).
+    fn returned(&self, ticket_type_id: TicketTypeId);
+    /// Notifications may have been lost (the listener (re)connected).
+    fn missed(&self);
+}
+
+impl StockWatcher for SoldOut {
+    fn returned(&self, ticket_type_id: TicketTypeId) {
+        self.clear(ticket_type_id);
+    }
+
+    fn missed(&self) {
+        self.clear_all();
+    }
+}
+
+/// Tell `flags` as Postgres announces returned stock, for as long as they
+/// are in use (the task ends when the engine is dropped).
+pub async fn listen<W: StockWatcher>(db: PgPool, flags: Weak<W>) {
     // A connection of its own: a listener holds its connection for good,
     // which would take a slot from the sale's pool.
     let db = PgPoolOptions::new()
@@ -91,7 +110,7 @@ pub async fn listen(db: PgPool, flags: Weak<SoldOut>) {
         }
         // Whatever was announced before this LISTEN is lost: forget all.
         match flags.upgrade() {
-            Some(flags) => flags.clear_all(),
+            Some(flags) => flags.missed(),
             None => return,
         }
         loop {
@@ -103,13 +122,13 @@ pub async fn listen(db: PgPool, flags: Weak<SoldOut>) {
                 Err(_elapsed) => {}
                 Ok(Ok(Some(notification))) => {
                     if let Some(id) = TicketTypeId::parse(notification.payload()) {
-                        flags.clear(id);
+                        flags.returned(id);
                     }
                 }
-                Ok(Ok(None)) => flags.clear_all(),
+                Ok(Ok(None)) => flags.missed(),
                 Ok(Err(err)) => {
                     tracing::warn!(error = %err, "sold-out listener failed; reconnecting");
-                    flags.clear_all();
+                    flags.missed();
                     break;
                 }
             }

@@ -25,7 +25,7 @@ use tower_sessions::session_store::ExpiredDeletion as _;
 use crate::{
     config::ServeArgs,
     domain::Quotas,
-    sale::EngineSettings,
+    sale::{EngineSettings, GateSettings},
     web::{self, AppState, Limits, per_client::PerClient, purchase_limits::PurchaseRates},
 };
 use connection::{Activity, ConnService, Deadlines, Metered};
@@ -105,6 +105,15 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     let mut state = AppState::new(pool.clone()).with_sales(args.sale_strategy, batches);
     if args.sale_strategy.needs_redis() {
         state = state.with_redis(&args.redis_url)?;
+    }
+    if args.redis_gate {
+        let settings = GateSettings {
+            timeout: Duration::from_millis(args.redis_gate_timeout_ms),
+            reconcile_every: Duration::from_secs(args.redis_gate_reconcile_secs),
+            ..GateSettings::default()
+        };
+        state = state.with_gate(&args.redis_url, settings)?;
+        tracing::info!(redis = %args.redis_url, "Redis gate on");
     }
     let state = state
         .with_limits(limits)

@@ -144,6 +144,16 @@ impl AppState {
         Ok(self)
     }
 
+    /// The Redis gate in front of the sale path (see `sale::Gate`).
+    pub fn with_gate(
+        mut self,
+        url: &str,
+        settings: crate::sale::GateSettings,
+    ) -> Result<Self, crate::error::AppError> {
+        self.shared_mut().sales = self.sales.clone().with_gate(url, settings)?;
+        Ok(self)
+    }
+
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.shared_mut().limits = limits;
         self.shared_mut().purchase_limits = PurchaseLimits::new(limits.purchase_rates);

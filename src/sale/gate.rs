@@ -1,0 +1,612 @@
+//! The optional Redis gate (issue 9, `--redis-gate`): shed the burst before
+//! Postgres. Under 100,000 buyers for 100 tickets, about 100 purchases reach
+//! the sale transaction; the others are refused from Redis.
+//!
+//! Per ticket type, one Redis hash `<prefix>{tt:<id>}:stock` holds a
+//! generation token (`gen`), what is left (`left`), the limits (`limit` per
+//! buyer, `per_order`) and each buyer's count (`b:<buyer key>`, the folded
+//! [`BuyerKey`]); per buyer and idempotency key, an admission record
+//! `<prefix>{tt:<id>}:key:…` (`<gen>:<quantity>:<buyer field>`, with a TTL).
+//! Every key of a ticket type shares the hash tag `{tt:<id>}`, so each script
+//! touches one slot (Redis Cluster).
+//!
+//! One script per purchase ([`ADMIT`]), atomic in Redis: the admission
+//! record first (a key admitted before is a replay: it goes to Postgres and
+//! is not counted again, so one buyer's repeated clicks cannot drain the
+//! counter), then the order limit, the buyer's count against the ticket
+//! type's limit, what is left; then both counts are decremented and the
+//! record written. Only admitted purchases (and replays) go on to Postgres,
+//! whose transaction keeps the last word: the conditional `UPDATE` runs
+//! whatever Redis said. A purchase admitted but not sold by Postgres gives
+//! its counts back, once ([`GIVE_BACK`] deletes the record it consumes).
+//! The event-wide limit per buyer stays in Postgres alone.
+//!
+//! **Rebuilds.** Redis is never the source of truth: the hash is rebuilt
+//! from one Postgres snapshot ([`REBUILD`], `sql/sale/gate_rebuild.sql`)
+//! when it is missing (first purchase, Redis restarted or flushed, expired),
+//! when Postgres announces returned stock (`stampede_stock_returned`: a
+//! cancellation, a capacity raised), when Redis comes back after a failure,
+//! and every `reconcile_every` for the ticket types this instance sells.
+//! `left` is an *upper bound hint*: a rebuild while admitted purchases are
+//! in flight sets it to Postgres' `remaining`, which does not count them yet;
+//! if they commit, Redis is a little high (Postgres refuses the surplus);
+//! if they fail, their give-back must not add their quantity again.
+//!
+//! **The generation rule.** Each rebuild writes a fresh random generation;
+//! each admission record carries the generation it was counted in. A
+//! give-back adds its counts back only if the record's generation is still
+//! the hash's: a rebuild since has read Postgres without the admission, so
+//! adding it back would count it twice. So Redis is never lower than
+//! Postgres except by admissions that will neither commit nor be given back
+//! (an instance killed between the gate and the commit, a give-back lost
+//! while Redis was unreachable, a rebuild that read before a cancellation
+//! and wrote after the next one): the next periodic rebuild, within
+//! `reconcile_every`, puts those tickets back on sale.
+//!
+//! **Redis down or slow.** Every call has a short timeout; on any failure
+//! the purchase goes to Postgres alone, the failure is logged once and
+//! counted (`stampede_gate_total{outcome="fallback"}`), and the gate is
+//! skipped for `retry_after`; when Redis answers again, the ticket types
+//! are rebuilt before they are admitted.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{
+        Arc, Mutex, PoisonError, Weak,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use deadpool_redis::redis::{self, Script, aio::MultiplexedConnection};
+use sqlx::PgPool;
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use super::{
+    PurchaseRequest,
+    sold_out::{self, StockWatcher},
+};
+use crate::{
+    domain::{BuyerKey, TicketTypeId},
+    error::AppError,
+};
+
+/// The purchase's check and decrement. KEYS: the stock hash, the admission
+/// record. ARGV: the buyer field, the quantity, the record's TTL (seconds).
+/// Answers `{outcome, number, buyer's count, generation}`.
+const ADMIT: &str = r"
+local gen = redis.call('HGET', KEYS[1], 'gen')
+if not gen then return {'rebuild', 0, 0, ''} end
+local held = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if redis.call('EXISTS', KEYS[2]) == 1 then return {'replay', 0, held, gen} end
+local qty = tonumber(ARGV[2])
+local per_order = tonumber(redis.call('HGET', KEYS[1], 'per_order') or '0')
+if qty > per_order then return {'order_limit', per_order, held, gen} end
+local limit = tonumber(redis.call('HGET', KEYS[1], 'limit') or '0')
+if held + qty > limit then return {'limit', limit, held, gen} end
+local left = tonumber(redis.call('HGET', KEYS[1], 'left') or '0')
+if left < qty then return {'sold_out', left, held, gen} end
+redis.call('HINCRBY', KEYS[1], 'left', -qty)
+redis.call('HINCRBY', KEYS[1], ARGV[1], qty)
+redis.call('SET', KEYS[2], gen .. ':' .. qty .. ':' .. ARGV[1], 'EX', ARGV[3])
+return {'admitted', left - qty, held + qty, gen}
+";
+
+/// An admitted purchase that Postgres did not sell. KEYS: the stock hash,
+/// the admission record. ARGV: the record's value, its generation, the
+/// quantity, the buyer field. Answers 0: nothing to give back (given back
+/// already, or the record is gone); 1: the record dropped, the counts not
+/// given back (a rebuild since, see the generation rule); 2: given back.
+const GIVE_BACK: &str = r"
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[2])
+if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[2] then return 1 end
+local qty = tonumber(ARGV[3])
+redis.call('HINCRBY', KEYS[1], 'left', qty)
+if redis.call('HINCRBY', KEYS[1], ARGV[4], -qty) <= 0 then
+  redis.call('HDEL', KEYS[1], ARGV[4])
+end
+return 2
+";
+
+/// The hash from a Postgres snapshot. KEYS: the stock hash. ARGV: the
+/// generation, left, the limit per buyer, the limit per order, the TTL
+/// (seconds), then (buyer field, count) pairs.
+const REBUILD: &str = r"
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'left', ARGV[2], 'limit', ARGV[3], 'per_order', ARGV[4])
+for i = 6, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return 1
+";
+
+#[derive(Debug, Clone)]
+pub struct GateSettings {
+    /// Each Redis call waits this long at most (a rebuild ten times this).
+    pub timeout: Duration,
+    /// The ticket types this instance sells are rebuilt from Postgres this
+    /// often: what a crash between the gate and the commit can keep unsold.
+    pub reconcile_every: Duration,
+    /// After a Redis failure, purchases skip the gate for this long.
+    pub retry_after: Duration,
+    /// Admission records (and idle stock hashes) expire after this.
+    pub record_ttl: Duration,
+    /// Prepended to every key (tests isolate themselves with it).
+    pub prefix: String,
+}
+
+impl Default for GateSettings {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_millis(100),
+            reconcile_every: Duration::from_secs(10),
+            retry_after: Duration::from_secs(1),
+            record_ttl: Duration::from_secs(24 * 3600),
+            prefix: "stampede:gate:".to_owned(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("redis did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("postgres: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("unexpected answer from the gate script: {0}")]
+    Answer(String),
+}
+
+/// The gate's answer to one purchase.
+#[derive(Debug)]
+pub(super) enum Admission {
+    /// Counted in Redis: on to Postgres, and [`Gate::give_back`] unless it sells.
+    Admitted(Ticket),
+    /// The key was admitted before: on to Postgres (which replays the
+    /// order, or sells if the first attempt failed), not counted again.
+    Replay,
+    /// Refused from Redis. `holds`: the buyer holds tickets of this type,
+    /// so this may be the retry of a committed purchase (worth a replay read).
+    Refused { refusal: AppError, holds: bool },
+    /// No answer (Redis down or slow, the ticket type unknown): Postgres alone.
+    Bypass,
+}
+
+/// What an admission counted, to give it back.
+#[derive(Debug)]
+pub(super) struct Ticket {
+    stock: String,
+    record: String,
+    value: String,
+    generation: String,
+    quantity: i32,
+    buyer: String,
+}
+
+#[derive(Debug, Default)]
+struct Local {
+    /// Ticket types bought through this instance, and when last.
+    seen: HashMap<TicketTypeId, Instant>,
+    /// To rebuild before the next admission.
+    stale: HashSet<TicketTypeId>,
+    /// When each was last rebuilt by this instance.
+    rebuilt: HashMap<TicketTypeId, Instant>,
+    /// Skip the gate until then (Redis failed).
+    down_until: Option<Instant>,
+}
+
+/// A ticket type not bought for this long is no longer reconciled.
+const FORGET_AFTER: Duration = Duration::from_secs(600);
+
+pub struct Gate {
+    db: PgPool,
+    redis: redis::Client,
+    /// One multiplexed connection for all purchases (concurrent calls are
+    /// pipelined on it); dropped on a failure and made again on demand.
+    conn: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    settings: GateSettings,
+    admit: Script,
+    give_back: Script,
+    rebuild: Script,
+    local: Mutex<Local>,
+    /// One rebuild at a time per ticket type in this instance.
+    rebuilding: Mutex<HashMap<TicketTypeId, Arc<tokio::sync::Mutex<()>>>>,
+    /// Wakes the reconciler for stale ticket types.
+    wake: Arc<Notify>,
+    /// Redis failed and has not answered since (logged once per outage).
+    degraded: AtomicBool,
+    admitted: AtomicU64,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gate {
+    /// Must be called inside a Tokio runtime: it starts the reconciler and
+    /// a listener for returned stock. Connects lazily.
+    pub fn start(db: PgPool, url: &str, settings: GateSettings) -> Result<Arc<Self>, AppError> {
+        let redis = redis::Client::open(url).map_err(AppError::internal)?;
+        let gate = Arc::new(Self {
+            db: db.clone(),
+            redis,
+            conn: tokio::sync::Mutex::new(None),
+            settings,
+            admit: Script::new(ADMIT),
+            give_back: Script::new(GIVE_BACK),
+            rebuild: Script::new(REBUILD),
+            local: Mutex::new(Local::default()),
+            rebuilding: Mutex::new(HashMap::new()),
+            wake: Arc::new(Notify::new()),
+            degraded: AtomicBool::new(false),
+            admitted: AtomicU64::new(0),
+        });
+        tokio::spawn(sold_out::listen(db, Arc::downgrade(&gate)));
+        tokio::spawn(reconcile(Arc::downgrade(&gate), Arc::clone(&gate.wake)));
+        Ok(gate)
+    }
+
+    /// Purchases admitted so far by this instance (what went on to Postgres
+    /// counted), for tests and benchmarks.
+    pub fn admitted(&self) -> u64 {
+        self.admitted.load(Ordering::Relaxed)
+    }
+
+    fn local(&self) -> std::sync::MutexGuard<'_, Local> {
+        self.local.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn stock_key(&self, id: TicketTypeId) -> String {
+        format!("{}{{tt:{id}}}:stock", self.settings.prefix)
+    }
+
+    fn record_key(&self, request: &PurchaseRequest) -> String {
+        let email = request.email.as_str();
+        format!(
+            "{}{{tt:{}}}:key:{}:{email}:{}",
+            self.settings.prefix,
+            request.ticket_type_id,
+            email.len(),
+            request.idempotency_key.as_str(),
+        )
+    }
+
+    /// Check and count one purchase in Redis.
+    pub(super) async fn admit(&self, request: &PurchaseRequest) -> Admission {
+        let id = request.ticket_type_id;
+        let stale = {
+            let mut local = self.local();
+            if local.down_until.is_some_and(|until| Instant::now() < until) {
+                drop(local);
+                return outcome(Admission::Bypass, "fallback");
+            }
+            local.seen.insert(id, Instant::now());
+            local.stale.contains(&id)
+        };
+        let answer = async {
+            if stale && !self.rebuild_once(id).await? {
+                return Ok(None);
+            }
+            // A missing hash is rebuilt, then asked again (once).
+            for _ in 0..2 {
+                match self.try_admit(request).await? {
+                    Some(admission) => return Ok(Some(admission)),
+                    None => {
+                        if !self.rebuild_once(id).await? {
+                            return Ok(None);
+                        }
+                    }
+                }
+            }
+            Ok::<_, GateError>(None)
+        }
+        .await;
+        match answer {
+            Ok(Some(admission)) => {
+                self.answered();
+                let label = match &admission {
+                    Admission::Admitted(_) => {
+                        self.admitted.fetch_add(1, Ordering::Relaxed);
+                        "admitted"
+                    }
+                    Admission::Replay => "replay",
+                    Admission::Refused {
+                        refusal: AppError::OrderLimit { .. },
+                        ..
+                    } => "order_limit",
+                    Admission::Refused {
+                        refusal: AppError::BuyerLimit { .. },
+                        ..
+                    } => "limit",
+                    Admission::Refused { .. } => "sold_out",
+                    Admission::Bypass => "fallback",
+                };
+                outcome(admission, label)
+            }
+            // The ticket type is not in Postgres: Postgres answers.
+            Ok(None) => outcome(Admission::Bypass, "unknown"),
+            Err(err) => {
+                self.failed(&err);
+                outcome(Admission::Bypass, "fallback")
+            }
+        }
+    }
+
+    /// `None`: the stock hash is missing (to rebuild).
+    async fn try_admit(&self, request: &PurchaseRequest) -> Result<Option<Admission>, GateError> {
+        let stock = self.stock_key(request.ticket_type_id);
+        let record = self.record_key(request);
+        let buyer = format!("b:{}", BuyerKey::from(&request.email));
+        let quantity = request.quantity.get();
+        let ttl = self.settings.record_ttl.as_secs().max(1);
+        let mut invocation = self.admit.prepare_invoke();
+        invocation
+            .key(&stock)
+            .key(&record)
+            .arg(&buyer)
+            .arg(quantity)
+            .arg(ttl);
+        let (verdict, number, held, generation): (String, i64, i64, String) = self
+            .redis(self.settings.timeout, async |conn| {
+                invocation.invoke_async(conn).await
+            })
+            .await?;
+        let number = i32::try_from(number).unwrap_or(i32::MAX);
+        let holds = held > 0;
+        Ok(Some(match verdict.as_str() {
+            "rebuild" => return Ok(None),
+            "replay" => Admission::Replay,
+            "order_limit" => Admission::Refused {
+                refusal: AppError::OrderLimit { max: number },
+                holds,
+            },
+            "limit" => Admission::Refused {
+                refusal: AppError::BuyerLimit { max: number },
+                holds,
+            },
+            "sold_out" if number > 0 => Admission::Refused {
+                refusal: AppError::NotEnoughLeft { remaining: number },
+                holds,
+            },
+            "sold_out" => Admission::Refused {
+                refusal: AppError::SoldOut,
+                holds,
+            },
+            "admitted" => Admission::Admitted(Ticket {
+                value: format!("{generation}:{quantity}:{buyer}"),
+                stock,
+                record,
+                generation,
+                quantity,
+                buyer,
+            }),
+            other => return Err(GateError::Answer(other.to_owned())),
+        }))
+    }
+
+    /// Postgres did not sell an admitted purchase: its counts go back, once.
+    pub(super) async fn give_back(&self, ticket: &Ticket) {
+        let mut invocation = self.give_back.prepare_invoke();
+        invocation
+            .key(&ticket.stock)
+            .key(&ticket.record)
+            .arg(&ticket.value)
+            .arg(&ticket.generation)
+            .arg(ticket.quantity)
+            .arg(&ticket.buyer);
+        let done: Result<i64, GateError> = self
+            .redis(self.settings.timeout, async |conn| {
+                invocation.invoke_async(conn).await
+            })
+            .await;
+        let label = match done {
+            Ok(2) => "given_back",
+            Ok(1) => "older_generation",
+            Ok(_) => "nothing",
+            Err(err) => {
+                // Redis stays low by this purchase until the next rebuild.
+                self.failed(&err);
+                "failed"
+            }
+        };
+        metrics::counter!("stampede_gate_give_backs_total", "outcome" => label).increment(1);
+    }
+
+    /// Rebuild unless another task of this instance just did, waiting for
+    /// it. `false`: the ticket type does not exist.
+    async fn rebuild_once(&self, id: TicketTypeId) -> Result<bool, GateError> {
+        let asked = Instant::now();
+        let lock = {
+            let mut rebuilding = self
+                .rebuilding
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(rebuilding.entry(id).or_default())
+        };
+        let _one_at_a_time = lock.lock().await;
+        {
+            let local = self.local();
+            if !local.stale.contains(&id) && local.rebuilt.get(&id).is_some_and(|at| *at > asked) {
+                return Ok(true);
+            }
+        }
+        self.rebuild(id).await
+    }
+
+    /// The stock hash from one Postgres snapshot, under a new generation.
+    async fn rebuild(&self, id: TicketTypeId) -> Result<bool, GateError> {
+        // Unmarked first: stock returned during the rebuild marks it again.
+        self.local().stale.remove(&id);
+        let rebuilt = self.rebuild_from_postgres(id).await;
+        let mut local = self.local();
+        match &rebuilt {
+            Ok(_) => {
+                local.rebuilt.insert(id, Instant::now());
+            }
+            Err(_) => {
+                local.stale.insert(id);
+            }
+        }
+        rebuilt
+    }
+
+    async fn rebuild_from_postgres(&self, id: TicketTypeId) -> Result<bool, GateError> {
+        let Some(row) = sqlx::query_file!("sql/sale/gate_rebuild.sql", id.get())
+            .fetch_optional(&self.db)
+            .await?
+        else {
+            return Ok(false);
+        };
+        let stock = self.stock_key(id);
+        let mut invocation = self.rebuild.prepare_invoke();
+        invocation
+            .key(&stock)
+            .arg(Uuid::new_v4().to_string())
+            .arg(row.remaining)
+            .arg(row.max_per_buyer)
+            .arg(row.max_per_order)
+            .arg(self.settings.record_ttl.as_secs().max(1));
+        for (buyer, held) in row.buyer_keys.iter().zip(&row.held) {
+            invocation.arg(format!("b:{buyer}")).arg(held);
+        }
+        let timeout = (self.settings.timeout * 10).max(Duration::from_secs(1));
+        let _: i64 = self
+            .redis(timeout, async |conn| invocation.invoke_async(conn).await)
+            .await?;
+        metrics::counter!("stampede_gate_rebuilds_total").increment(1);
+        tracing::debug!(ticket_type_id = %id, remaining = row.remaining, "gate rebuilt");
+        Ok(true)
+    }
+
+    /// One call on the shared connection, within `timeout` (connecting
+    /// included). On any failure the connection is dropped, to be made again.
+    async fn redis<T>(
+        &self,
+        timeout: Duration,
+        call: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<T>,
+    ) -> Result<T, GateError> {
+        // Connecting gets the longer budget of a rebuild: the first
+        // purchases of a burst all wait for the one connection.
+        let connect = (self.settings.timeout * 10).max(Duration::from_secs(1));
+        let answer = async {
+            let mut conn = tokio::time::timeout(connect, self.connection())
+                .await
+                .map_err(|_| GateError::Timeout(connect))??;
+            tokio::time::timeout(timeout, call(&mut conn))
+                .await
+                .map_err(|_| GateError::Timeout(timeout))?
+                .map_err(GateError::from)
+        }
+        .await;
+        if answer.is_err() {
+            *self.conn.lock().await = None;
+        }
+        answer
+    }
+
+    async fn connection(&self) -> redis::RedisResult<MultiplexedConnection> {
+        let mut conn = self.conn.lock().await;
+        if let Some(conn) = conn.as_ref() {
+            return Ok(conn.clone());
+        }
+        let made = self.redis.get_multiplexed_async_connection().await?;
+        *conn = Some(made.clone());
+        Ok(made)
+    }
+
+    fn failed(&self, err: &GateError) {
+        metrics::counter!("stampede_gate_errors_total").increment(1);
+        metrics::gauge!("stampede_gate_up").set(0.0);
+        if !self.degraded.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                error = %err,
+                retry_after_ms = self.settings.retry_after.as_millis() as u64,
+                "Redis gate unavailable: purchases go to Postgres alone until it answers"
+            );
+        }
+        self.local().down_until = Some(Instant::now() + self.settings.retry_after);
+    }
+
+    /// Redis answered: if it had failed, rebuild before admitting again
+    /// (it may have lost its data, and sales went uncounted meanwhile).
+    fn answered(&self) {
+        if self.degraded.swap(false, Ordering::Relaxed) {
+            tracing::info!("Redis gate back: rebuilding its counters from Postgres");
+            metrics::gauge!("stampede_gate_up").set(1.0);
+            let mut local = self.local();
+            let seen: Vec<TicketTypeId> = local.seen.keys().copied().collect();
+            local.stale.extend(seen);
+            drop(local);
+            self.wake.notify_one();
+        }
+    }
+}
+
+fn outcome(admission: Admission, label: &'static str) -> Admission {
+    metrics::counter!("stampede_gate_total", "outcome" => label).increment(1);
+    admission
+}
+
+impl StockWatcher for Gate {
+    fn returned(&self, ticket_type_id: TicketTypeId) {
+        let mut local = self.local();
+        if local.seen.contains_key(&ticket_type_id) {
+            local.stale.insert(ticket_type_id);
+            drop(local);
+            self.wake.notify_one();
+        }
+    }
+
+    fn missed(&self) {
+        let mut local = self.local();
+        let seen: Vec<TicketTypeId> = local.seen.keys().copied().collect();
+        local.stale.extend(seen);
+        drop(local);
+        self.wake.notify_one();
+    }
+}
+
+/// Rebuild stale ticket types when woken, and every ticket type this
+/// instance sold lately every `reconcile_every`; ends with the gate.
+async fn reconcile(gate: Weak<Gate>, wake: Arc<Notify>) {
+    let Some(every) = gate.upgrade().map(|g| g.settings.reconcile_every) else {
+        return;
+    };
+    let mut next = tokio::time::Instant::now() + every;
+    loop {
+        let periodic = tokio::select! {
+            () = tokio::time::sleep_until(next) => true,
+            () = wake.notified() => false,
+        };
+        let Some(gate) = gate.upgrade() else { return };
+        let ids: Vec<TicketTypeId> = {
+            let mut local = gate.local();
+            if local.down_until.is_some_and(|until| Instant::now() < until) {
+                Vec::new()
+            } else if periodic {
+                local.seen.retain(|_, at| at.elapsed() < FORGET_AFTER);
+                local.seen.keys().copied().collect()
+            } else {
+                local.stale.iter().copied().collect()
+            }
+        };
+        if periodic {
+            next = tokio::time::Instant::now() + every;
+        }
+        for id in ids {
+            if let Err(err) = gate.rebuild_once(id).await {
+                gate.failed(&err);
+                break;
+            }
+        }
+    }
+}
