@@ -745,6 +745,7 @@ mod tests {
             now: OffsetDateTime::now_utc(),
             request: request.clone(),
             replay_only: true,
+            buyer: None,
             deadline: Instant::now() + Duration::from_secs(10),
             reply,
         };

@@ -191,8 +191,11 @@ mod tests {
             .expect("the listener ends once its flags are dropped")
             .unwrap();
 
-        tokio::time::timeout(Duration::from_secs(3), listen(unreachable(), Weak::new()))
-            .await
-            .expect("without flags the listener does not even start");
+        tokio::time::timeout(
+            Duration::from_secs(3),
+            listen(unreachable(), Weak::<SoldOut>::new()),
+        )
+        .await
+        .expect("without flags the listener does not even start");
     }
 }
