@@ -834,6 +834,123 @@ mod tests {
         assert!(!past_deadline(&AppError::Overloaded));
     }
 
+    /// `roomy` of tests/isolation/fixtures.sql: 10 seats, on sale now.
+    const ROOMY: uuid::Uuid = uuid::uuid!("00000000-0000-0000-0000-0000000000a2");
+
+    /// Two jobs for `roomy`, one seat each, with the given deadlines.
+    fn two_jobs(
+        deadlines: [Duration; 2],
+    ) -> (Vec<Job>, Vec<oneshot::Receiver<Result<Purchase, AppError>>>) {
+        let started = Instant::now();
+        deadlines
+            .iter()
+            .enumerate()
+            .map(|(n, deadline)| {
+                let (reply, answer) = oneshot::channel();
+                let email = Email::parse(&format!("buyer{n}@example.org")).unwrap();
+                let job = Job {
+                    now: OffsetDateTime::now_utc(),
+                    buyer: Some(BuyerKey::from(&email)),
+                    request: PurchaseRequest {
+                        event_id: None,
+                        ticket_type_id: TicketTypeId::from(ROOMY),
+                        quantity: Quantity::new(1).unwrap(),
+                        email,
+                        idempotency_key: IdempotencyKey::generate(),
+                    },
+                    replay_only: false,
+                    deadline: started + *deadline,
+                    reply,
+                };
+                (job, answer)
+            })
+            .unzip()
+    }
+
+    async fn roomy_orders_and_remaining(db: &PgPool) -> (i64, i32) {
+        sqlx::query_as(
+            "SELECT (SELECT count(*) FROM orders WHERE ticket_type_id = $1), \
+                    (SELECT remaining FROM ticket_types WHERE id = $1)",
+        )
+        .bind(ROOMY)
+        .fetch_one(db)
+        .await
+        .unwrap()
+    }
+
+    /// A batch that fails for a reason of its own (not the deadline) is not
+    /// the buyers' fault: each of its requests is sold on its own.
+    #[sqlx::test(
+        migrations = "./migrations",
+        fixtures(path = "../../tests/isolation", scripts("fixtures"))
+    )]
+    async fn a_failed_batch_sells_its_requests_one_by_one(db: PgPool) {
+        // Fault injection: any statement that writes more than one order fails.
+        sqlx::raw_sql(
+            "CREATE FUNCTION one_order_per_statement() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF (SELECT count(*) FROM written) > 1 THEN
+                     RAISE EXCEPTION 'injected: one order per statement';
+                 END IF;
+                 RETURN NULL;
+             END $$;
+             CREATE TRIGGER one_order_per_statement AFTER INSERT ON orders
+                 REFERENCING NEW TABLE AS written
+                 FOR EACH STATEMENT EXECUTE FUNCTION one_order_per_statement();",
+        )
+        .execute(&db)
+        .await
+        .unwrap();
+        let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1)));
+        let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
+        let (jobs, answers) = two_jobs([Duration::from_secs(20); 2]);
+
+        batcher.sell(TicketTypeId::from(ROOMY), jobs).await;
+
+        for answer in answers {
+            let answer = answer.await.unwrap();
+            assert!(
+                matches!(answer, Ok(Purchase::Created { .. })),
+                "sold alone: {answer:?}"
+            );
+        }
+        assert_eq!(roomy_orders_and_remaining(&db).await, (2, 8));
+    }
+
+    /// A batch that waited on the row lock past its earliest deadline tells
+    /// every buyer in it to come back, writes nothing, and does not queue
+    /// them again one by one behind the same lock.
+    #[sqlx::test(
+        migrations = "./migrations",
+        fixtures(path = "../../tests/isolation", scripts("fixtures"))
+    )]
+    async fn a_batch_past_its_deadline_refuses_all_its_requests(db: PgPool) {
+        let mut holder = db.begin().await.unwrap();
+        sqlx::query("SELECT 1 FROM ticket_types WHERE id = $1 FOR UPDATE")
+            .bind(ROOMY)
+            .execute(&mut *holder)
+            .await
+            .unwrap();
+        let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1)));
+        let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
+        // The first buyer's deadline passes while the lock is held; the
+        // second one's would not.
+        let (jobs, answers) = two_jobs([Duration::from_millis(300), Duration::from_secs(30)]);
+
+        let selling = tokio::spawn(async move {
+            batcher.sell(TicketTypeId::from(ROOMY), jobs).await;
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        holder.commit().await.unwrap();
+        selling.await.unwrap();
+
+        for answer in answers {
+            let answer = answer.await.unwrap();
+            assert!(matches!(answer, Err(AppError::Overloaded)), "{answer:?}");
+        }
+        assert_eq!(roomy_orders_and_remaining(&db).await, (0, 10));
+    }
+
     #[test]
     fn a_purchase_is_the_same_one_by_its_buyer_and_key() {
         let request = PurchaseRequest {
