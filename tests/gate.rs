@@ -301,3 +301,57 @@ async fn one_buyer_hammering_cannot_drain_the_gate(_: PgPoolOptions, connect: Pg
     let admitted = sales.gate().unwrap().admitted();
     assert!(admitted <= 12, "{admitted} admitted");
 }
+
+/// The organizer raises the limits: the gate hears it from Postgres and
+/// rebuilds at once, long before its periodic reconcile (an hour here), so
+/// a buyer at the old limit is not refused by Redis under the new one.
+#[sqlx::test]
+async fn raised_limits_reach_the_gate_without_waiting_for_the_reconcile(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = setup(connect, TicketSpec::new(10, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let sales = gated(&pool, &shared_redis(), Duration::from_secs(3600));
+    sales
+        .purchase(now(), &request(tt, 1, "fan@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    let refused = sales
+        .purchase(now(), &request(tt, 1, "fan@example.org", &fresh_key()))
+        .await;
+    assert!(
+        matches!(refused, Err(AppError::BuyerLimit { .. })),
+        "{refused:?}"
+    );
+    let refused = sales
+        .purchase(now(), &request(tt, 2, "other@example.org", &fresh_key()))
+        .await;
+    assert!(
+        matches!(refused, Err(AppError::OrderLimit { .. })),
+        "{refused:?}"
+    );
+
+    sqlx::query("UPDATE ticket_types SET max_per_order = 2, max_per_buyer = 3 WHERE id = $1")
+        .bind(tt)
+        .execute(&pool)
+        .await
+        .unwrap();
+    // The notification arrives at commit; allow it a few seconds.
+    let mut answer = Err(AppError::Overloaded);
+    for _ in 0..50 {
+        answer = sales
+            .purchase(now(), &request(tt, 2, "fan@example.org", &fresh_key()))
+            .await;
+        if answer.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        matches!(answer, Ok(Purchase::Created { .. })),
+        "still refused under the raised limits: {answer:?}"
+    );
+    assert_eq!(sold(&pool, tt).await, 3);
+    assert_invariants(&pool).await;
+}
