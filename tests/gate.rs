@@ -13,32 +13,21 @@ use std::{
     time::Duration,
 };
 
-use common::{Fixture, TicketSpec, assert_invariants, now, pool, published_event, sold};
+use common::{
+    Fixture, TicketSpec, assert_invariants, now, pool, published_event,
+    purchase::{fresh_key, request},
+    sold,
+};
 use deadpool_redis::redis;
 use sqlx::{
     PgPool,
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 use stampede::{
-    domain::{Email, IdempotencyKey, Quantity},
     error::AppError,
-    sale::{EngineSettings, GateSettings, Purchase, PurchaseRequest, Sales, Strategy},
+    sale::{EngineSettings, GateSettings, Purchase, Sales, Strategy},
 };
 use uuid::Uuid;
-
-fn request(ticket_type_id: Uuid, quantity: i64, email: &str, key: &str) -> PurchaseRequest {
-    PurchaseRequest {
-        event_id: None,
-        ticket_type_id: ticket_type_id.into(),
-        quantity: Quantity::new(quantity).unwrap(),
-        email: Email::parse(email).unwrap(),
-        idempotency_key: IdempotencyKey::parse(key).unwrap(),
-    }
-}
-
-fn fresh_key() -> String {
-    Uuid::new_v4().to_string()
-}
 
 const PREFIX: &str = "stampede:test:gate:";
 

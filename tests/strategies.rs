@@ -10,8 +10,9 @@ mod common;
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use common::{
-    Fixture, TicketSpec, assert_invariants, now, order_count, pool, published_event, remaining,
-    sold,
+    Fixture, TicketSpec, assert_invariants, now, order_count, pool, published_event,
+    purchase::{fresh_key, request},
+    remaining, sold,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use sqlx::{
@@ -19,26 +20,11 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 use stampede::{
-    domain::{Email, IdempotencyKey, Quantity},
     error::AppError,
     sale::{self, EngineSettings, GateSettings, Purchase, PurchaseRequest, Sales, Strategy},
 };
 use tokio::sync::Barrier;
 use uuid::Uuid;
-
-fn request(ticket_type_id: Uuid, quantity: i64, email: &str, key: &str) -> PurchaseRequest {
-    PurchaseRequest {
-        event_id: None,
-        ticket_type_id: ticket_type_id.into(),
-        quantity: Quantity::new(quantity).unwrap(),
-        email: Email::parse(email).unwrap(),
-        idempotency_key: IdempotencyKey::parse(key).unwrap(),
-    }
-}
-
-fn fresh_key() -> String {
-    Uuid::new_v4().to_string()
-}
 
 fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
