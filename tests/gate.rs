@@ -14,7 +14,9 @@ use std::{
 };
 
 use common::{
-    Fixture, TicketSpec, assert_invariants, now, pool, published_event,
+    Fixture, TicketSpec, assert_invariants,
+    locks::{hold_ticket_type, wait_until_blocked},
+    now, pool, published_event,
     purchase::{fresh_key, request},
     sold,
 };
@@ -24,6 +26,7 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 use stampede::{
+    domain::{BuyerKey, Email},
     error::AppError,
     sale::{EngineSettings, GateSettings, Purchase, Sales, Strategy},
 };
@@ -289,4 +292,142 @@ async fn one_buyer_hammering_cannot_drain_the_gate(_: PgPoolOptions, connect: Pg
     // Counted in Redis no more than the tickets plus the scalper's limit.
     let admitted = sales.gate().unwrap().admitted();
     assert!(admitted <= 12, "{admitted} admitted");
+}
+
+/// The stock hash of a ticket type, field by field.
+async fn stock_hash(
+    conn: &mut redis::aio::MultiplexedConnection,
+    tt: Uuid,
+) -> std::collections::HashMap<String, String> {
+    redis::cmd("HGETALL")
+        .arg(format!("{PREFIX}{{tt:{tt}}}:stock"))
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// A buyer's field in the stock hash (the folded buyer key).
+fn buyer(email: &str) -> String {
+    format!("b:{}", BuyerKey::from(&Email::parse(email).unwrap()))
+}
+
+/// Wait until `n` backends of this database have run LISTEN, and a moment
+/// more for what follows it (the gate rebuilds what it has seen).
+async fn until_listening(pool: &PgPool, n: i64) {
+    for _ in 0..500 {
+        let listening: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if listening >= n {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("fewer than {n} listeners ever started");
+}
+
+/// The generation rule. A is admitted under generation G and waits on the
+/// ticket type's row; Redis loses the hash, so B's purchase rebuilds it
+/// from Postgres (generation G', which does not count A) and is admitted,
+/// and B's twin (same key) goes on as a replay. Then Postgres refuses all
+/// three (the event unpublished under them). A's give-back must not add
+/// its two tickets back (the rebuild never took them out: Redis would
+/// offer more than Postgres has); B's adds its ticket back exactly once
+/// (the twin gives nothing back). Redis ends equal to Postgres.
+#[sqlx::test]
+async fn a_give_back_from_an_older_generation_adds_nothing(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = setup(connect, TicketSpec::new(10, 2, 4)).await;
+    let tt = fixture.ticket_type_id();
+    let settings = GateSettings {
+        prefix: PREFIX.into(),
+        timeout: Duration::from_secs(1),
+        reconcile_every: Duration::from_secs(3600),
+        ..GateSettings::default()
+    };
+    // One transaction per purchase, so that each waits in Postgres visibly.
+    let sales = Sales::new(pool.clone(), Strategy::Naive, EngineSettings::default())
+        .with_gate(&shared_redis(), settings)
+        .unwrap();
+    // Both stock listeners (the sold-out flags' and the gate's) up, so that
+    // the gate's rebuild on their (re)connection is behind us.
+    until_listening(&pool, 2).await;
+    sales
+        .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    let client = redis::Client::open(shared_redis()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let first = stock_hash(&mut conn, tt).await;
+    assert_eq!(first["left"], "9", "{first:?}");
+
+    let mut hold = hold_ticket_type(&pool, tt).await;
+    let spawn = |quantity, email: &str, key: &str| {
+        let sales = sales.clone();
+        let req = request(tt, quantity, email, key);
+        tokio::spawn(async move { sales.purchase(now(), &req).await })
+    };
+    let a = spawn(2, "a@example.org", &fresh_key());
+    wait_until_blocked(&pool, "UPDATE ticket_types", 1).await;
+    let admitted_a = stock_hash(&mut conn, tt).await;
+    assert_eq!(admitted_a["gen"], first["gen"]);
+    assert_eq!(admitted_a["left"], "7");
+    assert_eq!(admitted_a[&buyer("a@example.org")], "2");
+
+    // Redis loses the hash: the next purchase rebuilds it from Postgres.
+    let _: i64 = redis::cmd("DEL")
+        .arg(format!("{PREFIX}{{tt:{tt}}}:stock"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let key_b = fresh_key();
+    let b = spawn(1, "b@example.org", &key_b);
+    wait_until_blocked(&pool, "UPDATE ticket_types", 2).await;
+    let b_twin = spawn(1, "b@example.org", &key_b);
+    wait_until_blocked(&pool, "INSERT INTO orders", 1).await;
+    let admitted_b = stock_hash(&mut conn, tt).await;
+    assert_ne!(admitted_b["gen"], first["gen"], "no rebuild");
+    // Rebuilt from Postgres (9 left, A not counted), then B took one.
+    assert_eq!(admitted_b["left"], "8");
+    assert_eq!(admitted_b[&buyer("b@example.org")], "1");
+    assert!(!admitted_b.contains_key(&buyer("a@example.org")));
+
+    // Postgres refuses all three.
+    sqlx::query("UPDATE events SET status = 'draft' WHERE id = $1")
+        .bind(fixture.event_id)
+        .execute(&mut *hold.tx)
+        .await
+        .unwrap();
+    hold.tx.commit().await.unwrap();
+    for task in [a, b, b_twin] {
+        let refused = task.await.unwrap();
+        assert!(matches!(refused, Err(AppError::NotFound)), "{refused:?}");
+    }
+
+    let after = stock_hash(&mut conn, tt).await;
+    assert_eq!(after["gen"], admitted_b["gen"]);
+    let remaining = common::remaining(&pool, tt).await;
+    assert_eq!(remaining, 9);
+    assert_eq!(
+        after["left"],
+        remaining.to_string(),
+        "Redis offers other than Postgres has: {after:?}"
+    );
+    assert!(!after.contains_key(&buyer("a@example.org")), "{after:?}");
+    assert!(!after.contains_key(&buyer("b@example.org")), "{after:?}");
+    assert_eq!(after[&buyer("first@example.org")], "1");
+    assert_eq!(sold(&pool, tt).await, 1);
+    assert_invariants(&pool).await;
+    let _: i64 = redis::cmd("DEL")
+        .arg(format!("{PREFIX}{{tt:{tt}}}:stock"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
 }
