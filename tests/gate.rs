@@ -8,16 +8,14 @@
 
 mod common;
 
-use std::{
-    process::{Child, Command, Stdio},
-    time::Duration,
-};
+use std::time::Duration;
 
 use common::{
     Fixture, TicketSpec, assert_invariants,
     locks::{hold_ticket_type, wait_until_blocked},
     now, pool, published_event,
     purchase::{fresh_key, request},
+    redis_servers::OwnRedis,
     sold,
 };
 use deadpool_redis::redis;
@@ -28,7 +26,7 @@ use sqlx::{
 use stampede::{
     domain::{BuyerKey, Email},
     error::AppError,
-    sale::{EngineSettings, GateSettings, Purchase, Sales, Strategy},
+    sale::{EngineSettings, GateRedis, GateSettings, Purchase, Sales, Strategy},
 };
 use uuid::Uuid;
 
@@ -43,7 +41,7 @@ fn gated(pool: &PgPool, url: &str, reconcile_every: Duration) -> Sales {
         ..GateSettings::default()
     };
     Sales::new(pool.clone(), Strategy::Batch, EngineSettings::default())
-        .with_gate(url, settings)
+        .with_gate(GateRedis::Server(url.into()), settings)
         .unwrap()
 }
 
@@ -55,63 +53,6 @@ async fn setup(connect: PgConnectOptions, spec: TicketSpec) -> (PgPool, Fixture)
     let pool = pool(connect, 16).await;
     let fixture = published_event(&pool, &[spec]).await;
     (pool, fixture)
-}
-
-/// A Redis server of the test's own (never the shared one flushed).
-struct OwnRedis {
-    port: u16,
-    child: Child,
-}
-
-impl OwnRedis {
-    fn start_on(port: u16) -> Self {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server");
-        Self { port, child }
-    }
-
-    fn start() -> Self {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        drop(listener);
-        Self::start_on(port)
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    async fn until_up(&self) {
-        for _ in 0..100 {
-            if self.cmd::<String>(&mut redis::cmd("PING")).await.is_ok() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("redis-server on {} never answered", self.port);
-    }
-
-    async fn cmd<T: redis::FromRedisValue>(&self, cmd: &mut redis::Cmd) -> redis::RedisResult<T> {
-        let client = redis::Client::open(self.url())?;
-        let mut conn = client.get_multiplexed_async_connection().await?;
-        cmd.query_async(&mut conn).await
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 /// Buy one ticket each under fresh buyers until `n` are sold or `tries` run out.
@@ -354,7 +295,7 @@ async fn a_give_back_from_an_older_generation_adds_nothing(
     };
     // One transaction per purchase, so that each waits in Postgres visibly.
     let sales = Sales::new(pool.clone(), Strategy::Naive, EngineSettings::default())
-        .with_gate(&shared_redis(), settings)
+        .with_gate(GateRedis::Server(shared_redis()), settings)
         .unwrap();
     // Both stock listeners (the sold-out flags' and the gate's) up, so that
     // the gate's rebuild on their (re)connection is behind us.
