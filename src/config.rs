@@ -213,6 +213,27 @@ pub struct ServeArgs {
     #[arg(long, env = "STAMPEDE_REDIS_GATE", global = true)]
     pub redis_gate: bool,
 
+    /// The gate on a Redis Cluster: some of its nodes, comma-separated
+    /// (`host:port` or `redis://host:port`; the others are discovered).
+    /// Set, the gate uses the cluster instead of `--redis-url`.
+    #[arg(
+        long,
+        env = "STAMPEDE_REDIS_CLUSTER_NODES",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub redis_cluster_nodes: Vec<String>,
+
+    /// The gate: the prefix of its Redis keys. Instances selling the same
+    /// database share it; apps sharing one Redis each have their own.
+    #[arg(
+        long,
+        env = "STAMPEDE_REDIS_GATE_PREFIX",
+        default_value = "stampede:gate:",
+        global = true
+    )]
+    pub redis_gate_prefix: String,
+
     /// The gate: milliseconds a Redis call may take before the purchase
     /// goes to Postgres alone.
     #[arg(

@@ -8,37 +8,30 @@
 
 mod common;
 
-use std::{
-    process::{Child, Command, Stdio},
-    time::Duration,
-};
+use std::time::Duration;
 
-use common::{Fixture, TicketSpec, assert_invariants, now, pool, published_event, sold};
+use common::{
+    Fixture, TicketSpec, assert_invariants, database_url,
+    locks::{hold_ticket_type, wait_until_blocked},
+    now, pool,
+    process::ServerProcess,
+    published_event,
+    purchase::{fresh_key, request},
+    redis_servers::OwnRedis,
+    sold,
+};
 use deadpool_redis::redis;
+use futures::StreamExt as _;
 use sqlx::{
     PgPool,
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 use stampede::{
-    domain::{Email, IdempotencyKey, Quantity},
+    domain::{BuyerKey, Email},
     error::AppError,
-    sale::{EngineSettings, GateSettings, Purchase, PurchaseRequest, Sales, Strategy},
+    sale::{EngineSettings, GateRedis, GateSettings, Purchase, Sales, Strategy},
 };
 use uuid::Uuid;
-
-fn request(ticket_type_id: Uuid, quantity: i64, email: &str, key: &str) -> PurchaseRequest {
-    PurchaseRequest {
-        event_id: None,
-        ticket_type_id: ticket_type_id.into(),
-        quantity: Quantity::new(quantity).unwrap(),
-        email: Email::parse(email).unwrap(),
-        idempotency_key: IdempotencyKey::parse(key).unwrap(),
-    }
-}
-
-fn fresh_key() -> String {
-    Uuid::new_v4().to_string()
-}
 
 const PREFIX: &str = "stampede:test:gate:";
 
@@ -51,7 +44,7 @@ fn gated(pool: &PgPool, url: &str, reconcile_every: Duration) -> Sales {
         ..GateSettings::default()
     };
     Sales::new(pool.clone(), Strategy::Batch, EngineSettings::default())
-        .with_gate(url, settings)
+        .with_gate(GateRedis::Server(url.into()), settings)
         .unwrap()
 }
 
@@ -63,63 +56,6 @@ async fn setup(connect: PgConnectOptions, spec: TicketSpec) -> (PgPool, Fixture)
     let pool = pool(connect, 16).await;
     let fixture = published_event(&pool, &[spec]).await;
     (pool, fixture)
-}
-
-/// A Redis server of the test's own (never the shared one flushed).
-struct OwnRedis {
-    port: u16,
-    child: Child,
-}
-
-impl OwnRedis {
-    fn start_on(port: u16) -> Self {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server");
-        Self { port, child }
-    }
-
-    fn start() -> Self {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        drop(listener);
-        Self::start_on(port)
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    async fn until_up(&self) {
-        for _ in 0..100 {
-            if self.cmd::<String>(&mut redis::cmd("PING")).await.is_ok() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("redis-server on {} never answered", self.port);
-    }
-
-    async fn cmd<T: redis::FromRedisValue>(&self, cmd: &mut redis::Cmd) -> redis::RedisResult<T> {
-        let client = redis::Client::open(self.url())?;
-        let mut conn = client.get_multiplexed_async_connection().await?;
-        cmd.query_async(&mut conn).await
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 /// Buy one ticket each under fresh buyers until `n` are sold or `tries` run out.
@@ -354,4 +290,271 @@ async fn raised_limits_reach_the_gate_without_waiting_for_the_reconcile(
     );
     assert_eq!(sold(&pool, tt).await, 3);
     assert_invariants(&pool).await;
+}
+
+/// The stock hash of a ticket type, field by field.
+async fn stock_hash(
+    conn: &mut redis::aio::MultiplexedConnection,
+    tt: Uuid,
+) -> std::collections::HashMap<String, String> {
+    redis::cmd("HGETALL")
+        .arg(format!("{PREFIX}{{tt:{tt}}}:stock"))
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// A buyer's field in the stock hash (the folded buyer key).
+fn buyer(email: &str) -> String {
+    format!("b:{}", BuyerKey::from(&Email::parse(email).unwrap()))
+}
+
+/// Wait until `n` backends of this database have run LISTEN, and a moment
+/// more for what follows it (the gate rebuilds what it has seen).
+async fn until_listening(pool: &PgPool, n: i64) {
+    for _ in 0..500 {
+        let listening: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if listening >= n {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("fewer than {n} listeners ever started");
+}
+
+/// The generation rule. A is admitted under generation G and waits on the
+/// ticket type's row; Redis loses the hash, so B's purchase rebuilds it
+/// from Postgres (generation G', which does not count A) and is admitted,
+/// and B's twin (same key) goes on as a replay. Then Postgres refuses all
+/// three (the event unpublished under them). A's give-back must not add
+/// its two tickets back (the rebuild never took them out: Redis would
+/// offer more than Postgres has); B's adds its ticket back exactly once
+/// (the twin gives nothing back). Redis ends equal to Postgres.
+#[sqlx::test]
+async fn a_give_back_from_an_older_generation_adds_nothing(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = setup(connect, TicketSpec::new(10, 2, 4)).await;
+    let tt = fixture.ticket_type_id();
+    let settings = GateSettings {
+        prefix: PREFIX.into(),
+        timeout: Duration::from_secs(1),
+        reconcile_every: Duration::from_secs(3600),
+        ..GateSettings::default()
+    };
+    // One transaction per purchase, so that each waits in Postgres visibly.
+    let sales = Sales::new(pool.clone(), Strategy::Naive, EngineSettings::default())
+        .with_gate(GateRedis::Server(shared_redis()), settings)
+        .unwrap();
+    // Both stock listeners (the sold-out flags' and the gate's) up, so that
+    // the gate's rebuild on their (re)connection is behind us.
+    until_listening(&pool, 2).await;
+    sales
+        .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    let client = redis::Client::open(shared_redis()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let first = stock_hash(&mut conn, tt).await;
+    assert_eq!(first["left"], "9", "{first:?}");
+
+    let mut hold = hold_ticket_type(&pool, tt).await;
+    let spawn = |quantity, email: &str, key: &str| {
+        let sales = sales.clone();
+        let req = request(tt, quantity, email, key);
+        tokio::spawn(async move { sales.purchase(now(), &req).await })
+    };
+    let a = spawn(2, "a@example.org", &fresh_key());
+    wait_until_blocked(&pool, "UPDATE ticket_types", 1).await;
+    let admitted_a = stock_hash(&mut conn, tt).await;
+    assert_eq!(admitted_a["gen"], first["gen"]);
+    assert_eq!(admitted_a["left"], "7");
+    assert_eq!(admitted_a[&buyer("a@example.org")], "2");
+
+    // Redis loses the hash: the next purchase rebuilds it from Postgres.
+    let _: i64 = redis::cmd("DEL")
+        .arg(format!("{PREFIX}{{tt:{tt}}}:stock"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let key_b = fresh_key();
+    let b = spawn(1, "b@example.org", &key_b);
+    wait_until_blocked(&pool, "UPDATE ticket_types", 2).await;
+    let b_twin = spawn(1, "b@example.org", &key_b);
+    wait_until_blocked(&pool, "INSERT INTO orders", 1).await;
+    let admitted_b = stock_hash(&mut conn, tt).await;
+    assert_ne!(admitted_b["gen"], first["gen"], "no rebuild");
+    // Rebuilt from Postgres (9 left, A not counted), then B took one.
+    assert_eq!(admitted_b["left"], "8");
+    assert_eq!(admitted_b[&buyer("b@example.org")], "1");
+    assert!(!admitted_b.contains_key(&buyer("a@example.org")));
+
+    // Postgres refuses all three.
+    sqlx::query("UPDATE events SET status = 'draft' WHERE id = $1")
+        .bind(fixture.event_id)
+        .execute(&mut *hold.tx)
+        .await
+        .unwrap();
+    hold.tx.commit().await.unwrap();
+    for task in [a, b, b_twin] {
+        let refused = task.await.unwrap();
+        assert!(matches!(refused, Err(AppError::NotFound)), "{refused:?}");
+    }
+
+    let after = stock_hash(&mut conn, tt).await;
+    assert_eq!(after["gen"], admitted_b["gen"]);
+    let remaining = common::remaining(&pool, tt).await;
+    assert_eq!(remaining, 9);
+    assert_eq!(
+        after["left"],
+        remaining.to_string(),
+        "Redis offers other than Postgres has: {after:?}"
+    );
+    assert!(!after.contains_key(&buyer("a@example.org")), "{after:?}");
+    assert!(!after.contains_key(&buyer("b@example.org")), "{after:?}");
+    assert_eq!(after[&buyer("first@example.org")], "1");
+    assert_eq!(sold(&pool, tt).await, 1);
+    assert_invariants(&pool).await;
+    let _: i64 = redis::cmd("DEL")
+        .arg(format!("{PREFIX}{{tt:{tt}}}:stock"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
+
+/// A counter of `/metrics` (0 when it has not been counted yet).
+async fn counter(server: &ServerProcess, series: &str) -> f64 {
+    let text = reqwest::get(server.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Three `stampede serve` processes on one database and one gate (same
+/// Redis, same prefix), a burst spread over them: 150 buyers for 40
+/// tickets, 20 keys each sent three times (to three processes), one buyer
+/// over the limit with fresh keys. From the tables: nothing oversold,
+/// each key at most one order (and every answer for it names that order),
+/// the limit held, every ticket sold; and the gate refused most of it.
+#[sqlx::test]
+async fn three_app_processes_share_the_gate(_: PgPoolOptions, connect: PgConnectOptions) {
+    let (pool, fixture) = setup(connect.clone(), TicketSpec::new(40, 2, 2)).await;
+    let tt = fixture.ticket_type_id();
+    let url = database_url(&connect);
+    let redis = shared_redis();
+    let prefix = format!("stampede:test:processes:{}:", Uuid::new_v4());
+    let args = [
+        "--redis-gate",
+        "--redis-url",
+        &redis,
+        "--redis-gate-prefix",
+        &prefix,
+        "--redis-gate-timeout-ms",
+        "1000",
+        "--purchase-burst-per-ip",
+        "0",
+    ];
+    let servers = [
+        ServerProcess::start(&url, &args).await,
+        ServerProcess::start(&url, &args).await,
+        ServerProcess::start(&url, &args).await,
+    ];
+
+    let mut buyers: Vec<(String, String, u8)> = Vec::new();
+    for i in 0..150 {
+        buyers.push((format!("fan{i}@example.org"), fresh_key(), 1));
+    }
+    for i in 0..20 {
+        let key = fresh_key();
+        for _ in 0..3 {
+            buyers.push((format!("again{i}@example.org"), key.clone(), 1));
+        }
+    }
+    for i in 0..12 {
+        buyers.push(("Hog+x@example.org".into(), fresh_key(), 1 + i % 2));
+    }
+    let client = reqwest::Client::new();
+    let answers: Vec<(String, String, u16, Option<String>)> =
+        futures::stream::iter(buyers.into_iter().enumerate())
+            .map(|(i, (email, key, quantity))| {
+                let request =
+                    client
+                        .post(servers[i % 3].url("/api/v1/orders"))
+                        .json(&serde_json::json!({
+                            "ticket_type_id": tt,
+                            "quantity": quantity,
+                            "email": email,
+                            "idempotency_key": key,
+                        }));
+                async move {
+                    let response = request.send().await.unwrap();
+                    let status = response.status().as_u16();
+                    let body: serde_json::Value = response.json().await.unwrap();
+                    let order = body["id"].as_str().map(str::to_owned);
+                    (email, key, status, order)
+                }
+            })
+            .buffer_unordered(64)
+            .collect()
+            .await;
+
+    for (email, _, status, _) in &answers {
+        assert!(
+            [200, 201, 409].contains(status),
+            "{email}: {status} from a process"
+        );
+    }
+    assert_invariants(&pool).await;
+    assert_eq!(sold(&pool, tt).await, 40, "tickets left unsold");
+    // Each key: at most one order, and every answer with an order names it.
+    let mut by_key: std::collections::HashMap<&str, std::collections::BTreeSet<&str>> =
+        std::collections::HashMap::new();
+    for (_, key, _, order) in &answers {
+        if let Some(order) = order {
+            by_key
+                .entry(key.as_str())
+                .or_default()
+                .insert(order.as_str());
+        }
+    }
+    assert!(
+        by_key.values().all(|orders| orders.len() == 1),
+        "{by_key:?}"
+    );
+    let hog: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(sum(quantity), 0) FROM orders
+         WHERE ticket_type_id = $1 AND email = 'Hog+x@example.org' AND status = 'confirmed'",
+    )
+    .bind(tt)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(hog <= 2, "the hog holds {hog}");
+
+    // The gate was shared: purchases refused from Redis, and about as many
+    // admitted (over the three processes) as there are tickets.
+    let (mut admitted, mut refused) = (0.0, 0.0);
+    for server in &servers {
+        admitted += counter(server, r#"stampede_gate_total{outcome="admitted"}"#).await;
+        refused += counter(server, r#"stampede_gate_total{outcome="sold_out"}"#).await;
+    }
+    assert!(refused > 0.0, "nothing refused from Redis");
+    assert!(admitted >= 1.0, "nothing admitted");
+    assert!(
+        admitted <= 40.0 + 2.0 * 20.0,
+        "{admitted} admitted for 40 tickets"
+    );
 }

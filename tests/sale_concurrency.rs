@@ -11,7 +11,9 @@ use std::{collections::BTreeSet, sync::Arc};
 
 use common::{
     Fixture, TicketSpec, assert_invariants, confirmed_order_ids, now, order_count, pool,
-    published_event, remaining, sold,
+    published_event,
+    purchase::{fresh_key, request},
+    remaining, sold,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use sqlx::{
@@ -19,27 +21,13 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 use stampede::{
-    domain::{CancelSecret, Email, IdempotencyKey, OrderStatus, Quantity},
+    domain::{CancelSecret, OrderStatus},
     error::AppError,
     sale::{self, Purchase, PurchaseRequest},
 };
 use time::Duration as Span;
 use tokio::sync::Barrier;
 use uuid::Uuid;
-
-fn request(ticket_type_id: Uuid, quantity: i64, email: &str, key: &str) -> PurchaseRequest {
-    PurchaseRequest {
-        event_id: None,
-        ticket_type_id: ticket_type_id.into(),
-        quantity: Quantity::new(quantity).unwrap(),
-        email: Email::parse(email).unwrap(),
-        idempotency_key: IdempotencyKey::parse(key).unwrap(),
-    }
-}
-
-fn fresh_key() -> String {
-    Uuid::new_v4().to_string()
-}
 
 /// A 32-connection pool (for real concurrency) and a published event with
 /// one ticket type of `spec`.

@@ -43,6 +43,12 @@
 //! and wrote after the next one): the next periodic rebuild, within
 //! `reconcile_every`, puts those tickets back on sale.
 //!
+//! **Redis Cluster.** With [`GateRedis::Cluster`] the same scripts run on a
+//! cluster (redis-rs' cluster client): each touches the keys of one ticket
+//! type, one hash slot, so one master; EVALSHA goes to that master, and a
+//! script it does not know yet is loaded on every master (NOSCRIPT
+//! fallback). Ticket types spread over the masters by their ids.
+//!
 //! **Redis down or slow.** Every call has a short timeout; on any failure
 //! the purchase goes to Postgres alone, the failure is logged once and
 //! counted (`stampede_gate_total{outcome="fallback"}`), and the gate is
@@ -58,7 +64,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use deadpool_redis::redis::{self, Script, aio::MultiplexedConnection};
+use redis::{
+    Script,
+    aio::{ConnectionLike, MultiplexedConnection},
+    cluster::ClusterClient,
+    cluster_async::ClusterConnection,
+};
 use sqlx::PgPool;
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -123,6 +134,105 @@ redis.call('EXPIRE', KEYS[1], ARGV[5])
 return 1
 ";
 
+/// Where the gate counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateRedis {
+    /// One Redis server (a `redis://` URL).
+    Server(String),
+    /// A Redis Cluster, known by some of its nodes (`host:port` or
+    /// `redis://host:port`); the others are discovered.
+    Cluster(Vec<String>),
+}
+
+impl std::fmt::Display for GateRedis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Server(url) => f.write_str(url),
+            Self::Cluster(nodes) => write!(f, "cluster {}", nodes.join(",")),
+        }
+    }
+}
+
+/// A client of either kind.
+enum Client {
+    Server(redis::Client),
+    Cluster(Box<ClusterClient>),
+}
+
+impl Client {
+    fn open(redis: &GateRedis, settings: &GateSettings) -> redis::RedisResult<Self> {
+        Ok(match redis {
+            GateRedis::Server(url) => Self::Server(redis::Client::open(url.as_str())?),
+            GateRedis::Cluster(nodes) => {
+                let nodes = nodes.iter().map(|node| {
+                    if node.contains("://") {
+                        node.clone()
+                    } else {
+                        format!("redis://{node}")
+                    }
+                });
+                // The gate bounds every call itself, and falls back to
+                // Postgres rather than wait: few retries (redirections
+                // after a resharding are retries too).
+                Self::Cluster(Box::new(
+                    ClusterClient::builder(nodes)
+                        .connection_timeout(settings.connect_timeout())
+                        .response_timeout(settings.timeout)
+                        .retries(3)
+                        .build()?,
+                ))
+            }
+        })
+    }
+
+    async fn connect(&self) -> redis::RedisResult<Connection> {
+        Ok(match self {
+            Self::Server(client) => {
+                Connection::Server(client.get_multiplexed_async_connection().await?)
+            }
+            Self::Cluster(client) => Connection::Cluster(client.get_async_connection().await?),
+        })
+    }
+}
+
+/// A connection of either kind: concurrent calls share it (pipelined).
+#[derive(Clone)]
+enum Connection {
+    Server(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Self::Server(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Self::Server(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Server(conn) => conn.get_db(),
+            Self::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct GateSettings {
     /// Each Redis call waits this long at most (a rebuild ten times this).
@@ -136,6 +246,14 @@ pub struct GateSettings {
     pub record_ttl: Duration,
     /// Prepended to every key (tests isolate themselves with it).
     pub prefix: String,
+}
+
+impl GateSettings {
+    /// Connecting (and a rebuild) gets a longer budget than a purchase's
+    /// call: the first purchases of a burst all wait for the one connection.
+    fn connect_timeout(&self) -> Duration {
+        (self.timeout * 10).max(Duration::from_secs(1))
+    }
 }
 
 impl Default for GateSettings {
@@ -205,10 +323,10 @@ const FORGET_AFTER: Duration = Duration::from_secs(600);
 
 pub struct Gate {
     db: PgPool,
-    redis: redis::Client,
+    redis: Client,
     /// One multiplexed connection for all purchases (concurrent calls are
     /// pipelined on it); dropped on a failure and made again on demand.
-    conn: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    conn: tokio::sync::Mutex<Option<Connection>>,
     settings: GateSettings,
     admit: Script,
     give_back: Script,
@@ -234,8 +352,12 @@ impl std::fmt::Debug for Gate {
 impl Gate {
     /// Must be called inside a Tokio runtime: it starts the reconciler and
     /// a listener for returned stock. Connects lazily.
-    pub fn start(db: PgPool, url: &str, settings: GateSettings) -> Result<Arc<Self>, AppError> {
-        let redis = redis::Client::open(url).map_err(AppError::internal)?;
+    pub fn start(
+        db: PgPool,
+        redis: GateRedis,
+        settings: GateSettings,
+    ) -> Result<Arc<Self>, AppError> {
+        let redis = Client::open(&redis, &settings).map_err(AppError::internal)?;
         let gate = Arc::new(Self {
             db: db.clone(),
             redis,
@@ -478,7 +600,7 @@ impl Gate {
         for (buyer, held) in row.buyer_keys.iter().zip(&row.held) {
             invocation.arg(format!("b:{buyer}")).arg(held);
         }
-        let timeout = (self.settings.timeout * 10).max(Duration::from_secs(1));
+        let timeout = self.settings.connect_timeout();
         let _: i64 = self
             .redis(timeout, async |conn| invocation.invoke_async(conn).await)
             .await?;
@@ -492,11 +614,9 @@ impl Gate {
     async fn redis<T>(
         &self,
         timeout: Duration,
-        call: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<T>,
+        call: impl AsyncFnOnce(&mut Connection) -> redis::RedisResult<T>,
     ) -> Result<T, GateError> {
-        // Connecting gets the longer budget of a rebuild: the first
-        // purchases of a burst all wait for the one connection.
-        let connect = (self.settings.timeout * 10).max(Duration::from_secs(1));
+        let connect = self.settings.connect_timeout();
         let answer = async {
             let mut conn = tokio::time::timeout(connect, self.connection())
                 .await
@@ -513,12 +633,12 @@ impl Gate {
         answer
     }
 
-    async fn connection(&self) -> redis::RedisResult<MultiplexedConnection> {
+    async fn connection(&self) -> redis::RedisResult<Connection> {
         let mut conn = self.conn.lock().await;
         if let Some(conn) = conn.as_ref() {
             return Ok(conn.clone());
         }
-        let made = self.redis.get_multiplexed_async_connection().await?;
+        let made = self.redis.connect().await?;
         *conn = Some(made.clone());
         Ok(made)
     }
@@ -608,5 +728,114 @@ async fn reconcile(gate: Weak<Gate>, wake: Arc<Notify>) {
                 break;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The scripts alone, against the Redis of `scripts/test`
+    //! (127.0.0.1:6379, or `REDIS_URL`), under a key tag of their own.
+
+    use super::*;
+
+    async fn redis() -> MultiplexedConnection {
+        let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+        redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+
+    struct Keys {
+        stock: String,
+        record: String,
+    }
+
+    async fn rebuild(conn: &mut MultiplexedConnection, keys: &Keys, generation: &str, left: i64) {
+        let _: i64 = Script::new(REBUILD)
+            .key(&keys.stock)
+            .arg(generation)
+            .arg(left)
+            .arg(4)
+            .arg(2)
+            .arg(60)
+            .invoke_async(conn)
+            .await
+            .unwrap();
+    }
+
+    async fn admit(conn: &mut MultiplexedConnection, keys: &Keys) -> (String, i64, i64, String) {
+        Script::new(ADMIT)
+            .key(&keys.stock)
+            .key(&keys.record)
+            .arg("b:ada")
+            .arg(2)
+            .arg(60)
+            .invoke_async(conn)
+            .await
+            .unwrap()
+    }
+
+    async fn give_back(conn: &mut MultiplexedConnection, keys: &Keys, generation: &str) -> i64 {
+        Script::new(GIVE_BACK)
+            .key(&keys.stock)
+            .key(&keys.record)
+            .arg(format!("{generation}:2:b:ada"))
+            .arg(generation)
+            .arg(2)
+            .arg("b:ada")
+            .invoke_async(conn)
+            .await
+            .unwrap()
+    }
+
+    async fn counts(conn: &mut MultiplexedConnection, keys: &Keys) -> (Option<i64>, Option<i64>) {
+        redis::cmd("HMGET")
+            .arg(&keys.stock)
+            .arg("left")
+            .arg("b:ada")
+            .query_async(conn)
+            .await
+            .unwrap()
+    }
+
+    /// Within its generation a give-back adds back exactly once (a second
+    /// one of the same admission changes nothing); after a rebuild it adds
+    /// nothing (the rebuild read Postgres without the admission).
+    #[tokio::test]
+    async fn a_give_back_counts_once_and_only_in_its_generation() {
+        let mut conn = redis().await;
+        let tag = Uuid::new_v4();
+        let keys = Keys {
+            stock: format!("stampede:test:unit:{{tt:{tag}}}:stock"),
+            record: format!("stampede:test:unit:{{tt:{tag}}}:key:ada"),
+        };
+        rebuild(&mut conn, &keys, "g1", 5).await;
+        let admitted = admit(&mut conn, &keys).await;
+        assert_eq!(admitted, ("admitted".into(), 3, 2, "g1".into()));
+        assert_eq!(give_back(&mut conn, &keys, "g1").await, 2);
+        assert_eq!(counts(&mut conn, &keys).await, (Some(5), None));
+        assert_eq!(give_back(&mut conn, &keys, "g1").await, 0);
+        assert_eq!(counts(&mut conn, &keys).await, (Some(5), None));
+
+        // Admitted again (the record went with the give-back), then a
+        // rebuild: Postgres has 4 left and no order of this buyer.
+        let admitted = admit(&mut conn, &keys).await;
+        assert_eq!(admitted, ("admitted".into(), 3, 2, "g1".into()));
+        rebuild(&mut conn, &keys, "g2", 4).await;
+        assert_eq!(give_back(&mut conn, &keys, "g1").await, 1);
+        assert_eq!(counts(&mut conn, &keys).await, (Some(4), None));
+        let record: i64 = redis::cmd("EXISTS")
+            .arg(&keys.record)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(record, 0, "the record outlived its give-back");
+        let _: i64 = redis::cmd("DEL")
+            .arg(&keys.stock)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
     }
 }

@@ -42,7 +42,7 @@ use tracing::Instrument;
 pub use batch::EngineSettings;
 pub use cancel::{cancel, cancel_event};
 use gate::Admission;
-pub use gate::{Gate, GateError, GateSettings};
+pub use gate::{Gate, GateError, GateRedis, GateSettings};
 use single::Locking;
 use sold_out::SoldOut;
 
@@ -186,8 +186,8 @@ impl Sales {
     /// Put the Redis gate ([`gate`]) in front of the strategy: purchases are
     /// checked and counted in Redis first, and only those it admits reach
     /// Postgres. Must be called inside a Tokio runtime.
-    pub fn with_gate(mut self, url: &str, settings: GateSettings) -> Result<Self, AppError> {
-        self.gate = Some(Gate::start(self.db.clone(), url, settings)?);
+    pub fn with_gate(mut self, redis: GateRedis, settings: GateSettings) -> Result<Self, AppError> {
+        self.gate = Some(Gate::start(self.db.clone(), redis, settings)?);
         Ok(self)
     }
 

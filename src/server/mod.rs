@@ -25,7 +25,7 @@ use tower_sessions::session_store::ExpiredDeletion as _;
 use crate::{
     config::ServeArgs,
     domain::Quotas,
-    sale::{EngineSettings, GateSettings},
+    sale::{EngineSettings, GateRedis, GateSettings},
     web::{self, AppState, Limits, per_client::PerClient, purchase_limits::PurchaseRates},
 };
 use connection::{Activity, ConnService, Deadlines, Metered};
@@ -110,10 +110,16 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         let settings = GateSettings {
             timeout: Duration::from_millis(args.redis_gate_timeout_ms),
             reconcile_every: Duration::from_secs(args.redis_gate_reconcile_secs),
+            prefix: args.redis_gate_prefix.clone(),
             ..GateSettings::default()
         };
-        state = state.with_gate(&args.redis_url, settings)?;
-        tracing::info!(redis = %args.redis_url, "Redis gate on");
+        let redis = if args.redis_cluster_nodes.is_empty() {
+            GateRedis::Server(args.redis_url.clone())
+        } else {
+            GateRedis::Cluster(args.redis_cluster_nodes.clone())
+        };
+        tracing::info!(%redis, "Redis gate on");
+        state = state.with_gate(redis, settings)?;
     }
     let state = state
         .with_limits(limits)

@@ -147,10 +147,10 @@ impl AppState {
     /// The Redis gate in front of the sale path (see `sale::Gate`).
     pub fn with_gate(
         mut self,
-        url: &str,
+        redis: crate::sale::GateRedis,
         settings: crate::sale::GateSettings,
     ) -> Result<Self, crate::error::AppError> {
-        self.shared_mut().sales = self.sales.clone().with_gate(url, settings)?;
+        self.shared_mut().sales = self.sales.clone().with_gate(redis, settings)?;
         Ok(self)
     }
 

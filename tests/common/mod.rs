@@ -8,6 +8,8 @@ pub mod locks;
 pub mod organizer;
 pub mod process;
 pub mod purchase;
+pub mod races;
+pub mod redis_servers;
 
 pub use forms::{csrf_cookie, form_body};
 

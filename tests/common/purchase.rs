@@ -10,15 +10,25 @@ use stampede::{
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-/// A purchase of `quantity` tickets by `email` under a fresh key.
-pub fn purchase_request(ticket_type_id: Uuid, quantity: i64, email: &str) -> PurchaseRequest {
+/// A purchase of `quantity` tickets by `email` under idempotency key `key`.
+pub fn request(ticket_type_id: Uuid, quantity: i64, email: &str, key: &str) -> PurchaseRequest {
     PurchaseRequest {
         event_id: None,
         ticket_type_id: ticket_type_id.into(),
         quantity: Quantity::new(quantity).unwrap(),
         email: Email::parse(email).unwrap(),
-        idempotency_key: IdempotencyKey::parse(&Uuid::new_v4().to_string()).unwrap(),
+        idempotency_key: IdempotencyKey::parse(key).unwrap(),
     }
+}
+
+/// A new idempotency key.
+pub fn fresh_key() -> String {
+    Uuid::new_v4().to_string()
+}
+
+/// A purchase of `quantity` tickets by `email` under a fresh key.
+pub fn purchase_request(ticket_type_id: Uuid, quantity: i64, email: &str) -> PurchaseRequest {
+    request(ticket_type_id, quantity, email, &fresh_key())
 }
 
 /// Buy through the library's purchase path, at `now`.
