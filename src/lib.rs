@@ -1,7 +1,7 @@
 //! Stampede: ticketing for the on-sale rush.
 //!
 //! Modules depend on each other one way:
-//! `domain ← error ← db ← {auth, sale} ← web`.
+//! `domain ← error ← db ← {auth, sale, outbox} ← web`.
 //!
 //! - [`domain`]: types and rules without I/O (input, ids, the sale window).
 //! - [`error`]: the one error enum and its status/code/field tables.
