@@ -59,13 +59,13 @@ impl RelaySettings {
     /// Settings for `amqp_url` with the defaults; refuses a URL that cannot
     /// work, with a message that says why.
     pub fn new(amqp_url: &str) -> Result<Self, String> {
+        // The URL itself is never echoed: it may hold a password.
         let uri = AMQPUri::from_str(amqp_url)
-            .map_err(|err| format!("--amqp-url {amqp_url:?} is not an AMQP URL: {err}"))?;
+            .map_err(|err| format!("--amqp-url is not an AMQP URL: {err}"))?;
         if uri.scheme == AMQPScheme::AMQPS {
-            return Err(format!(
-                "--amqp-url {amqp_url:?}: amqps (TLS) is not built into this binary; \
-                 use amqp:// on a trusted network or a local TLS tunnel"
-            ));
+            return Err("--amqp-url: amqps (TLS) is not built into this binary; \
+                        use amqp:// on a trusted network or a local TLS tunnel"
+                .to_owned());
         }
         Ok(Self {
             amqp_url: amqp_url.to_owned(),
@@ -193,5 +193,28 @@ async fn delete_old(db: &PgPool, retention: Duration) {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RelaySettings;
+
+    #[test]
+    fn bad_broker_urls_are_refused_without_echoing_them() {
+        for url in [
+            "not a url",
+            "http://127.0.0.1:5672",
+            "amqps://u:hunter2@host/%2f",
+        ] {
+            let err = RelaySettings::new(url).err().unwrap_or_default();
+            assert!(err.starts_with("--amqp-url"), "{url}: {err:?}");
+            assert!(!err.contains("hunter2"), "{err}");
+        }
+        let settings = RelaySettings::new("amqp://guest:guest@127.0.0.1:5672/%2f");
+        assert_eq!(
+            settings.map(|s| s.exchange).ok().as_deref(),
+            Some("stampede.events")
+        );
     }
 }
