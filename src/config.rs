@@ -351,6 +351,51 @@ pub struct ServeArgs {
     /// Mark cookies `Secure`; set this when Stampede is served over https.
     #[arg(long, env = "STAMPEDE_SECURE_COOKIES", global = true)]
     pub secure_cookies: bool,
+
+    /// RabbitMQ for the outbox relay, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`.
+    /// Unset: no relay (the outbox still records every change).
+    #[arg(long, env = "AMQP_URL", global = true)]
+    pub amqp_url: Option<String>,
+
+    /// The durable topic exchange the relay publishes to.
+    #[arg(
+        long,
+        env = "STAMPEDE_AMQP_EXCHANGE",
+        default_value = "stampede.events",
+        value_parser = exchange_name,
+        global = true
+    )]
+    pub amqp_exchange: String,
+
+    /// Outbox rows the relay claims and publishes per round at most.
+    #[arg(
+        long,
+        env = "STAMPEDE_OUTBOX_BATCH",
+        default_value_t = 500,
+        value_parser = clap::value_parser!(u32).range(1..=10_000),
+        global = true
+    )]
+    pub outbox_batch: u32,
+
+    /// Milliseconds between an idle relay's looks for new outbox rows.
+    #[arg(
+        long,
+        env = "STAMPEDE_OUTBOX_POLL_MS",
+        default_value_t = 50,
+        value_parser = clap::value_parser!(u64).range(1..=60_000),
+        global = true
+    )]
+    pub outbox_poll_ms: u64,
+
+    /// Hours a sent outbox row is kept before it is deleted.
+    #[arg(
+        long,
+        env = "STAMPEDE_OUTBOX_RETENTION_HOURS",
+        default_value_t = 168,
+        value_parser = clap::value_parser!(u64).range(1..=87_600),
+        global = true
+    )]
+    pub outbox_retention_hours: u64,
 }
 
 /// Connection options from a URL, or libpq-style defaults (PG* variables,
@@ -421,4 +466,19 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
         .await
         .context("applying migrations")?;
     Ok(())
+}
+
+/// An AMQP exchange name: 1 to 127 letters, digits, `-`, `_`, `.` or `:`
+/// (the broker's own rule), and not one of the broker's `amq.` names.
+fn exchange_name(name: &str) -> Result<String, String> {
+    let valid = (1..=127).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+        && !name.starts_with("amq.");
+    if valid {
+        Ok(name.to_owned())
+    } else {
+        Err("1 to 127 of [A-Za-z0-9-_.:], not starting with `amq.`".to_owned())
+    }
 }

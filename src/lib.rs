@@ -1,7 +1,7 @@
 //! Stampede: ticketing for the on-sale rush.
 //!
 //! Modules depend on each other one way:
-//! `domain ← error ← db ← {auth, sale} ← web`.
+//! `domain ← error ← db ← {auth, sale, outbox} ← web`.
 //!
 //! - [`domain`]: types and rules without I/O (input, ids, the sale window).
 //! - [`error`]: the one error enum and its status/code/field tables.
@@ -9,6 +9,7 @@
 //! - [`db`]: every other query.
 //! - [`auth`]: passwords and API tokens.
 //! - [`web`]: axum handlers, maud views, the JSON API; [`app`] builds the router.
+//! - [`outbox`]: the relay that publishes the outbox to RabbitMQ.
 //! - [`server`]: the accept loop and per-connection limits that serve it.
 
 pub mod auth;
@@ -17,6 +18,7 @@ pub mod config;
 pub mod db;
 pub mod domain;
 pub mod error;
+pub mod outbox;
 pub mod sale;
 pub mod server;
 pub mod telemetry;

@@ -26,6 +26,14 @@ WITH new_orders AS (
 ), seats AS (
     INSERT INTO tickets (order_id, position)
     SELECT n.id, generate_series(1, n.quantity) FROM new_orders n
+), outboxed AS (
+    INSERT INTO outbox (kind, event_id, order_id, ticket_type_id, sequence, payload)
+    SELECT 'order.created', $12, n.id, $1, 1,
+           jsonb_build_object('order_id', n.id, 'event_id', $12::uuid, 'ticket_type_id', $1::uuid,
+                              'email', n.email, 'quantity', n.quantity, 'status', n.status,
+                              'unit_price_minor', $5::int8, 'currency', $6::text,
+                              'created_at', n.created_at)
+    FROM new_orders n
 ), stock AS (
     UPDATE ticket_types t
     SET remaining = t.remaining - (SELECT coalesce(sum(n.quantity), 0) FROM new_orders n)

@@ -1,11 +1,13 @@
 //! Every query but the sale transaction (which is `sale/`): events, ticket
-//! types, order pages, the dashboard, organizer accounts and tokens.
+//! types, order pages, the dashboard, organizer accounts and tokens, and
+//! the outbox's relay queries.
 
 mod codec;
 pub mod dashboard;
 pub mod events;
 pub mod orders;
 pub mod organizers;
+pub mod outbox;
 
 /// One round trip: the database answers (readiness).
 pub async fn ping(db: &sqlx::PgPool) -> Result<(), crate::error::AppError> {

@@ -101,9 +101,11 @@ async fn secret_matches(
 /// deadlock with one:
 /// 1. mark the event cancelled and set `sales_halted` on its ticket types.
 ///    Taking those row locks waits for purchases holding them to commit;
-///    purchases that come later re-check `sales_halted` and refuse;
+///    purchases that come later re-check `sales_halted` and refuse. The
+///    outbox gets one `event.cancelled` row;
 /// 2. cancel the live orders, zero the buyers' holdings and restore
-///    `remaining`. No purchase can succeed any more, so this is final; it
+///    `remaining`; the outbox gets one `order.cancelled` row per order
+///    (reason `event_cancelled`, sequence 2), in the same statement. No purchase can succeed any more, so this is final; it
 ///    is safe to repeat, and calling this again finishes an interrupted run.
 #[tracing::instrument(skip(db))]
 pub async fn cancel_event(
@@ -114,16 +116,24 @@ pub async fn cancel_event(
     db::events::find_owned(db, organizer_id, event_id).await?;
 
     let mut tx = db.begin().await?;
-    sqlx::query_file!(
+    let marked = sqlx::query_file!(
         "sql/events/cancel_event_mark.sql",
         event_id.get(),
         organizer_id.get(),
     )
     .execute(&mut *tx)
-    .await?;
+    .await?
+    .rows_affected();
     sqlx::query_file!("sql/events/cancel_event_halt.sql", event_id.get())
         .execute(&mut *tx)
         .await?;
+    // The event's own message, once: only the run that changed its status
+    // writes it (a repeated call, finishing an interrupted run, does not).
+    if marked > 0 {
+        sqlx::query_file!("sql/events/cancel_event_outbox.sql", event_id.get())
+            .execute(&mut *tx)
+            .await?;
+    }
     tx.commit().await?;
 
     let mut tx = db.begin().await?;

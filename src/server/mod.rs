@@ -25,6 +25,7 @@ use tower_sessions::session_store::ExpiredDeletion as _;
 use crate::{
     config::ServeArgs,
     domain::Quotas,
+    outbox::{self, RelaySettings},
     sale::{EngineSettings, GateRedis, GateSettings},
     web::{self, AppState, Limits, per_client::PerClient, purchase_limits::PurchaseRates},
 };
@@ -126,6 +127,17 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         .with_secure_cookies(args.secure_cookies)
         .with_quotas(quotas)
         .with_list_cache_ttl(Duration::from_millis(args.list_cache_ms));
+    let relay = match &args.amqp_url {
+        Some(url) => {
+            let settings = relay_settings(url, args)?;
+            tracing::info!(exchange = %settings.exchange, "outbox relay on");
+            Some(outbox::spawn(pool.clone(), settings))
+        }
+        None => {
+            tracing::info!("outbox relay off (no --amqp-url): the outbox records, nothing is sent");
+            None
+        }
+    };
     let app = crate::app(state);
     // Expired organizer sessions are deleted hourly in the background.
     let sweeper = tokio::spawn(
@@ -138,9 +150,23 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     serve(listener, app, conn_limits, shutdown_signal()).await;
     // In-flight requests have finished; let their transactions settle.
     sweeper.abort();
+    // A round cut short leaves its rows unsent: the next relay sends them.
+    if let Some(relay) = relay {
+        relay.abort();
+    }
     pool.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The relay's settings from the flags; a bad URL is a clear error at start.
+fn relay_settings(url: &str, args: &ServeArgs) -> anyhow::Result<RelaySettings> {
+    let mut settings = RelaySettings::new(url).map_err(anyhow::Error::msg)?;
+    settings.exchange = args.amqp_exchange.clone();
+    settings.batch = i64::from(args.outbox_batch);
+    settings.poll = Duration::from_millis(args.outbox_poll_ms);
+    settings.retention = Duration::from_secs(args.outbox_retention_hours * 3600);
+    Ok(settings)
 }
 
 /// Serve `app` on `listener` until `shutdown` resolves, then stop accepting

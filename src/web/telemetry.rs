@@ -1,7 +1,9 @@
 //! Prometheus metrics at `/metrics`, through the `metrics` facade and its
 //! Prometheus exporter: purchases by outcome (orders sold, refusals by
 //! reason), batch sizes and queue depths (recorded by `sale`), database pool
-//! use, and a latency histogram per route.
+//! use, a latency histogram per route, and the outbox: its depth (read
+//! here) and the relay's lag, sent and failed counts (recorded by
+//! `outbox`).
 //!
 //! `/metrics` answers loopback clients only (a scraper on the same host or
 //! through a local agent); buyers have no business reading it.
@@ -38,6 +40,17 @@ pub fn recorder() -> Option<&'static PrometheusHandle> {
                             1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
                         ],
                     )
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        metrics_exporter_prometheus::Matcher::Full(
+                            "stampede_outbox_lag_seconds".into(),
+                        ),
+                        &[
+                            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                            60.0, 300.0,
+                        ],
+                    )
                 });
             match builder.map(PrometheusBuilder::install_recorder) {
                 Ok(Ok(handle)) => Some(handle),
@@ -66,6 +79,15 @@ pub async fn render(
     let in_use = db.size() as f64 - db.num_idle() as f64;
     metrics::gauge!("stampede_db_pool_connections", "state" => "in_use").set(in_use);
     metrics::gauge!("stampede_db_pool_connections", "state" => "idle").set(db.num_idle() as f64);
+    // The outbox's backlog, relay on or off: rows not yet sent and the age
+    // of the oldest. A failed read leaves the last values.
+    match crate::db::outbox::depth(&db).await {
+        Ok((depth, oldest)) => {
+            metrics::gauge!("stampede_outbox_depth").set(depth as f64);
+            metrics::gauge!("stampede_outbox_oldest_seconds").set(oldest);
+        }
+        Err(err) => tracing::warn!(error = %err, "outbox depth unavailable"),
+    }
     Ok((
         [(
             http::header::CONTENT_TYPE,

@@ -29,3 +29,8 @@ INSERT INTO buyer_holdings (ticket_type_id, buyer_key, quantity)
 VALUES ('00000000-0000-0000-0000-0000000000a1', 'early@example.org', 2);
 INSERT INTO event_buyer_holdings (event_id, buyer_key, quantity)
 VALUES ('00000000-0000-0000-0000-0000000000e1', 'early@example.org', 2);
+-- The early@ order's message, as its purchase would have written it.
+INSERT INTO outbox (kind, event_id, order_id, ticket_type_id, sequence, payload)
+VALUES ('order.created', '00000000-0000-0000-0000-0000000000e1',
+        '00000000-0000-0000-0000-0000000000e0', '00000000-0000-0000-0000-0000000000a1', 1,
+        jsonb_build_object('order_id', '00000000-0000-0000-0000-0000000000e0'));

@@ -20,6 +20,13 @@ $$;
 --   buyer_limit_ok    no buyer's live quantity exceeds max_per_buyer
 --   holdings_ok       each buyer's holdings row = their live quantity
 --   one_order_per_key no (buyer, idempotency key) has two orders
+--   outbox_ok         each order has one `order.created` message, each
+--                     cancelled order one `order.cancelled` and each live
+--                     order none; no message names an order that is not
+--                     there (a rolled-back purchase leaves none); the type's
+--                     availability messages alternate, their last one
+--                     matching `remaining` (sold out exactly when it is 0)
+--                     unless its sales are halted (a cancelled event)
 CREATE VIEW invariants AS
 SELECT t.name, t.remaining, coalesce(l.live, 0) AS live,
        t.capacity = t.remaining + coalesce(l.live, 0) AS stock_ok,
@@ -34,7 +41,23 @@ SELECT t.name, t.remaining, coalesce(l.live, 0) AS live,
        NOT EXISTS (
            SELECT 1 FROM orders o WHERE o.ticket_type_id = t.id
            GROUP BY o.email, o.idempotency_key HAVING count(*) > 1
-       ) AS one_order_per_key
+       ) AS one_order_per_key,
+       NOT EXISTS (
+           SELECT 1 FROM orders o WHERE o.ticket_type_id = t.id
+             AND ((SELECT count(*) FROM outbox x
+                   WHERE x.order_id = o.id AND x.kind = 'order.created') <> 1
+               OR (SELECT count(*) FROM outbox x
+                   WHERE x.order_id = o.id AND x.kind = 'order.cancelled')
+                  <> (o.status = 'cancelled')::int)
+       ) AND NOT EXISTS (
+           SELECT 1 FROM outbox x
+           WHERE x.ticket_type_id = t.id AND x.order_id IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = x.order_id)
+       ) AND (coalesce((
+           SELECT x.kind = 'ticket_type.sold_out' FROM outbox x
+           WHERE x.ticket_type_id = t.id AND x.order_id IS NULL
+           ORDER BY x.sequence DESC LIMIT 1
+       ) = (t.remaining = 0), true) OR t.sales_halted) AS outbox_ok
 FROM ticket_types t
 LEFT JOIN (
     SELECT ticket_type_id, sum(q)::int AS live, max(q) AS worst_buyer
