@@ -53,6 +53,8 @@ pub struct TicketType {
     pub remaining: i32,
     pub max_per_order: i32,
     pub max_per_buyer: i32,
+    /// Sales stopped for good (the event was cancelled).
+    pub sales_halted: bool,
 }
 
 /// An event with its ticket types, in their order.
@@ -291,6 +293,62 @@ pub async fn update(
     Ok(())
 }
 
+/// Delete a ticket type of one of this organizer's events, only while
+/// nothing of it is sold and no order (even a cancelled one) names it, and
+/// never the event's last one. The DELETE itself checks `remaining =
+/// capacity` on the row it deletes: a purchase holding that row commits
+/// first and the re-check refuses, and a purchase that comes after finds no
+/// row. Ticket type changes queue on the organizer's row.
+pub async fn delete_ticket_type(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    event_id: EventId,
+    ticket_type_id: TicketTypeId,
+) -> Result<(), AppError> {
+    let mut tx = db.begin().await?;
+    lock_organizer(&mut tx, organizer_id).await?;
+    let deleted = sqlx::query!(
+        "DELETE FROM ticket_types t USING events e
+         WHERE t.id = $1 AND t.event_id = $2 AND e.id = t.event_id AND e.organizer_id = $3
+           AND e.status <> 'cancelled' AND t.remaining = t.capacity
+           AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.ticket_type_id = t.id)
+           AND (SELECT count(*) FROM ticket_types s WHERE s.event_id = $2) > 1",
+        ticket_type_id.get(),
+        event_id.get(),
+        organizer_id.get(),
+    )
+    .execute(&mut *tx)
+    .await?;
+    if deleted.rows_affected() == 1 {
+        tx.commit().await?;
+        tracing::info!(%event_id, %ticket_type_id, "ticket type deleted");
+        return Ok(());
+    }
+    // Why not, in the same transaction (the organizer's row still locked).
+    let why = sqlx::query!(
+        r#"SELECT (t.capacity - t.remaining)::int8 AS "sold!",
+                  (SELECT count(*) FROM orders o WHERE o.ticket_type_id = t.id) AS "orders!",
+                  (SELECT count(*) FROM ticket_types s WHERE s.event_id = t.event_id) AS "types!",
+                  e.status = 'cancelled' AS "cancelled!"
+           FROM ticket_types t JOIN events e ON e.id = t.event_id
+           WHERE t.id = $1 AND t.event_id = $2 AND e.organizer_id = $3"#,
+        ticket_type_id.get(),
+        event_id.get(),
+        organizer_id.get(),
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.rollback().await?;
+    Err(match why {
+        None => AppError::NotFound,
+        Some(why) if why.cancelled => AppError::NotFound,
+        Some(why) if why.sold > 0 || why.orders > 0 => AppError::TicketTypeSold { sold: why.sold },
+        Some(why) if why.types <= 1 => AppError::LastTicketType,
+        // Sold or deleted between the two statements: refused either way.
+        Some(why) => AppError::TicketTypeSold { sold: why.sold },
+    })
+}
+
 /// Publish or unpublish; cancelling an event is the sale path's (`src/sale/cancel.rs`).
 pub async fn set_status(
     db: &PgPool,
@@ -434,7 +492,8 @@ async fn with_ticket_types(db: &PgPool, events: Vec<Event>) -> Result<Vec<EventD
     let ids: Vec<_> = events.iter().map(|e| e.id.get()).collect();
     let ticket_types = sqlx::query_as!(
         TicketType,
-        "SELECT id, event_id, name, price_minor, currency, capacity, remaining, max_per_order, max_per_buyer
+        "SELECT id, event_id, name, price_minor, currency, capacity, remaining, max_per_order,
+                max_per_buyer, sales_halted
          FROM ticket_types WHERE event_id = ANY($1) ORDER BY position, created_at",
         &ids,
     )

@@ -6,7 +6,13 @@ use axum::{
     http::StatusCode,
 };
 
+mod organizer;
+mod organizer_wire;
+mod rate_limit;
 mod wire;
+
+pub use organizer::routes as organizer_routes;
+pub use rate_limit::{ApiRateLimit, DEFAULT_API_REQUESTS_PER_MINUTE, per_token};
 
 use wire::{CreateEvent, CreateOrder, EventBody, EventList, EventPageBody, OrderBody};
 
