@@ -341,7 +341,7 @@ pub async fn delete_ticket_type(
     tx.rollback().await?;
     Err(match why {
         None => AppError::NotFound,
-        Some(why) if why.cancelled => AppError::NotFound,
+        Some(why) if why.cancelled => AppError::EventCancelled,
         Some(why) if why.sold > 0 || why.orders > 0 => AppError::TicketTypeSold { sold: why.sold },
         Some(why) if why.types <= 1 => AppError::LastTicketType,
         // Sold or deleted between the two statements: refused either way.

@@ -209,7 +209,11 @@ mod tests {
             ("limit=1&limit=2", "limit"),
             ("email=a%00b", "email"),
         ] {
-            assert_eq!(OrderQuery::parse(Some(raw)).unwrap_err().field, field, "{raw}");
+            assert_eq!(
+                OrderQuery::parse(Some(raw)).unwrap_err().field,
+                field,
+                "{raw}"
+            );
         }
     }
 
@@ -231,7 +235,11 @@ mod tests {
             ("from=soon", "from"),
             ("step=60", "step"),
         ] {
-            assert_eq!(SalesRange::parse(Some(raw), now).unwrap_err().field, field, "{raw}");
+            assert_eq!(
+                SalesRange::parse(Some(raw), now).unwrap_err().field,
+                field,
+                "{raw}"
+            );
         }
     }
 }

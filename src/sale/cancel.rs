@@ -53,7 +53,13 @@ pub async fn cancel(
             },
         };
     };
-    return_tickets(&mut tx, order.ticket_type_id, &order.buyer_key, order.quantity).await?;
+    return_tickets(
+        &mut tx,
+        order.ticket_type_id,
+        &order.buyer_key,
+        order.quantity,
+    )
+    .await?;
     tx.commit().await?;
     find_by_id(db, order_id).await?.ok_or(AppError::NotFound)
 }
@@ -89,7 +95,13 @@ pub async fn cancel_by_organizer(
             OrderStatus::Cancelled => AppError::AlreadyCancelled,
         });
     };
-    return_tickets(&mut tx, order.ticket_type_id, &order.buyer_key, order.quantity).await?;
+    return_tickets(
+        &mut tx,
+        order.ticket_type_id,
+        &order.buyer_key,
+        order.quantity,
+    )
+    .await?;
     tx.commit().await?;
     tracing::info!(%order_id, "order cancelled by its organizer");
     find_by_id(db, order_id).await?.ok_or(AppError::NotFound)

@@ -324,7 +324,6 @@ async fn sales_per_minute(
 ) -> ApiResult<Json<SalesSeriesBody>> {
     let event_id = owned(&state, &organizer, &id).await?.event.id;
     let range = SalesRange::parse(query.as_deref(), state.clock.now())?;
-    let minutes =
-        db::dashboard::sales_per_minute(&state.db, organizer.id, event_id, range).await?;
+    let minutes = db::dashboard::sales_per_minute(&state.db, organizer.id, event_id, range).await?;
     Ok(Json(SalesSeriesBody::new(event_id, range, minutes)))
 }

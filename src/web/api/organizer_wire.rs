@@ -182,7 +182,10 @@ impl UpdateEvent {
         set(&mut input.venue, self.venue);
         set(&mut input.starts_at, self.starts_at);
         set(&mut input.sale_opens_at, self.sale_opens_at);
-        set(&mut input.sale_closes_at, self.sale_closes_at.map(Option::unwrap_or_default));
+        set(
+            &mut input.sale_closes_at,
+            self.sale_closes_at.map(Option::unwrap_or_default),
+        );
         set(&mut input.max_per_buyer, self.max_per_buyer.map(number));
         let mut rows = Vec::with_capacity(self.ticket_types.len());
         for (i, row) in self.ticket_types.into_iter().enumerate() {
