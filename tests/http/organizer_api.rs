@@ -104,6 +104,14 @@ async fn every_route_needs_a_token_and_hides_other_organizers_objects(pool: PgPo
     )
     .await;
     let order_id = api_buy(&app, fixture.ticket_type_id(), 2, "buyer@example.org").await;
+    // The owner's own token, revoked.
+    let revoked = stampede::auth::create_token(&pool, owner.id.into(), "revoked")
+        .await
+        .unwrap();
+    sqlx::query("UPDATE api_tokens SET revoked_at = now() WHERE name = 'revoked'")
+        .execute(&pool)
+        .await
+        .unwrap();
     let before = tables(&pool).await;
     for (method, path, body) in routes(&fixture, order_id) {
         let mut anonymous = app.client.request(method.clone(), app.url(&path));
@@ -112,15 +120,17 @@ async fn every_route_needs_a_token_and_hides_other_organizers_objects(pool: PgPo
         }
         let resp = anonymous.send().await.unwrap();
         assert_api_error(resp, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
-        let mut wrong = app
-            .client
-            .request(method.clone(), app.url(&path))
-            .bearer_auth("not-a-token");
-        if let Some(body) = &body {
-            wrong = wrong.json(body);
+        for token in ["not-a-token", revoked.as_str()] {
+            let mut wrong = app
+                .client
+                .request(method.clone(), app.url(&path))
+                .bearer_auth(token);
+            if let Some(body) = &body {
+                wrong = wrong.json(body);
+            }
+            let resp = wrong.send().await.unwrap();
+            assert_api_error(resp, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
         }
-        let resp = wrong.send().await.unwrap();
-        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "{method} {path}");
         let resp = send(&other, method.clone(), &path, body.as_ref()).await;
         assert_api_error(resp, StatusCode::NOT_FOUND, "not_found", None).await;
         assert_eq!(tables(&pool).await, before, "{method} {path} wrote");
