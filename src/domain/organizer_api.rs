@@ -222,7 +222,7 @@ mod tests {
         let now = OffsetDateTime::parse("2027-01-01T12:00:30Z", &Rfc3339).unwrap();
         let range = SalesRange::parse(None, now).unwrap();
         assert_eq!(range.to, now);
-        assert_eq!(range.from.to_string(), "2027-01-01 10:59:00.0 +00:00:00");
+        assert_eq!(range.from.to_string(), "2027-01-01 11:00:00.0 +00:00:00");
         let range = SalesRange::parse(
             Some("from=2027-01-01T10:00:59Z&to=2027-01-01T11:00:00Z"),
             now,
