@@ -307,12 +307,8 @@ pub async fn delete_ticket_type(
 ) -> Result<(), AppError> {
     let mut tx = db.begin().await?;
     lock_organizer(&mut tx, organizer_id).await?;
-    let deleted = sqlx::query!(
-        "DELETE FROM ticket_types t USING events e
-         WHERE t.id = $1 AND t.event_id = $2 AND e.id = t.event_id AND e.organizer_id = $3
-           AND e.status <> 'cancelled' AND t.remaining = t.capacity
-           AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.ticket_type_id = t.id)
-           AND (SELECT count(*) FROM ticket_types s WHERE s.event_id = $2) > 1",
+    let deleted = sqlx::query_file!(
+        "sql/events/delete_ticket_type.sql",
         ticket_type_id.get(),
         event_id.get(),
         organizer_id.get(),
