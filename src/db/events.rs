@@ -7,8 +7,8 @@ use time::OffsetDateTime;
 
 use crate::{
     domain::{
-        EVENTS_PER_PAGE, EventCursor, EventId, EventStatus, InvalidField, NewEvent, NewTicketType,
-        OrganizerId, Quotas, SaleState, SaleWindow, TicketTypeId,
+        EVENTS_PER_PAGE, EventCursor, EventId, EventListQuery, EventStatus, InvalidField, NewEvent,
+        NewTicketType, OrganizerId, Quotas, SaleState, SaleWindow, TicketTypeId,
     },
     error::AppError,
 };
@@ -459,6 +459,43 @@ pub async fn list_for_organizer(
     organizer_id: OrganizerId,
 ) -> Result<Vec<EventDetail>, AppError> {
     list(db, Some(organizer_id), OffsetDateTime::UNIX_EPOCH).await
+}
+
+/// One page of an organizer's events, whatever their status, in
+/// `(starts_at, id)` order (keyset, as the public list), and where the next
+/// page starts if there is one: the organizer API's list.
+pub async fn list_for_organizer_page(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    query: EventListQuery,
+) -> Result<(Vec<EventDetail>, Option<EventCursor>), AppError> {
+    let (after_starts, after_id) = query.after.map(|c| (c.starts_at, c.id.get())).unzip();
+    let mut events = sqlx::query_as!(
+        Event,
+        r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
+                  status AS "status: EventStatus", max_per_buyer
+           FROM events
+           WHERE organizer_id = $1
+             AND (starts_at, id) > (COALESCE($2, '-infinity'::timestamptz),
+                                    COALESCE($3, '00000000-0000-0000-0000-000000000000'::uuid))
+           ORDER BY starts_at, id LIMIT $4"#,
+        organizer_id.get(),
+        after_starts,
+        after_id,
+        query.limit + 1,
+    )
+    .fetch_all(db)
+    .await?;
+    let next = if events.len() as i64 > query.limit {
+        events.truncate(query.limit as usize);
+        events.last().map(|e| EventCursor {
+            starts_at: e.starts_at,
+            id: e.id,
+        })
+    } else {
+        None
+    };
+    Ok((with_ticket_types(db, events).await?, next))
 }
 
 /// Every event of one organizer, with their ticket types, in two queries.

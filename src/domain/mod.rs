@@ -31,7 +31,8 @@ pub use order_search::{
     MAX_QUERY_CHARS, ORDERS_PER_PAGE, OrderSearch, contains_pattern, normalise_query, page_count,
 };
 pub use organizer_api::{
-    DEFAULT_ORDERS_LIMIT, MAX_ORDERS_LIMIT, MAX_SALES_MINUTES, OrderCursor, OrderQuery, SalesRange,
+    DEFAULT_EVENTS_LIMIT, DEFAULT_ORDERS_LIMIT, EventListQuery, MAX_ORDERS_LIMIT,
+    MAX_SALES_MINUTES, OrderCursor, OrderQuery, SalesRange,
 };
 pub use quantity::{MAX_QUANTITY, Quantity};
 pub use sale_window::{SaleState, SaleWindow};

@@ -6,11 +6,15 @@ use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use time::{Duration, OffsetDateTime, format_description::well_known::Rfc3339};
 use uuid::Uuid;
 
-use super::{InvalidField, Lines, OrderId, OrderStatus, normalise_query, refuse_control};
+use super::{
+    EventCursor, InvalidField, Lines, OrderId, OrderStatus, normalise_query, refuse_control,
+};
 
 /// Orders per page of the API's order list unless `limit` says otherwise.
 pub const DEFAULT_ORDERS_LIMIT: i64 = 100;
-/// The most orders one page may hold.
+/// The organizer's own events per page unless `limit` says otherwise.
+pub const DEFAULT_EVENTS_LIMIT: i64 = 100;
+/// The most orders (or events) one page may hold.
 pub const MAX_ORDERS_LIMIT: i64 = 500;
 /// The longest range of the per-minute sales series: one day of minutes.
 pub const MAX_SALES_MINUTES: i64 = 24 * 60;
@@ -86,6 +90,31 @@ impl OrderQuery {
                         .map_err(|message| InvalidField::new("email", message))?;
                     query.email = normalise_query(&value);
                 }
+                other => return Err(unknown(other)),
+            }
+        }
+        Ok(query)
+    }
+}
+
+/// `GET /api/v1/organizer/events?limit=&after=`: the organizer's events in
+/// `(starts_at, id)` order, a page at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventListQuery {
+    pub limit: i64,
+    pub after: Option<EventCursor>,
+}
+
+impl EventListQuery {
+    pub fn parse(raw: Option<&str>) -> Result<Self, InvalidField> {
+        let mut query = Self {
+            limit: DEFAULT_EVENTS_LIMIT,
+            after: None,
+        };
+        for (key, value) in pairs(raw)? {
+            match key.as_str() {
+                "limit" => query.limit = limit(&value)?,
+                "after" => query.after = EventCursor::parse(Some(&value))?,
                 other => return Err(unknown(other)),
             }
         }

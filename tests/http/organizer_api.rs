@@ -761,3 +761,52 @@ async fn the_rate_limit_answers_429_with_retry_after_past_the_budget(pool: PgPoo
     let resp = send(&other, Method::GET, "/api/v1/organizer/events", None).await;
     assert_eq!(resp.status(), StatusCode::OK);
 }
+
+#[sqlx::test]
+async fn the_own_events_list_comes_a_page_at_a_time(pool: PgPool) {
+    let app = TestApp::spawn(pool.clone()).await;
+    let org = app.organizer("pages@example.org").await;
+    let other = app.organizer("elsewhere@example.org").await;
+    let mut mine = BTreeSet::new();
+    for _ in 0..5 {
+        mine.insert(
+            owned_published_event(&org, &[TicketSpec::new(5, 1, 1)])
+                .await
+                .event_id,
+        );
+    }
+    owned_published_event(&other, &[TicketSpec::new(5, 1, 1)]).await;
+    let mut seen = Vec::new();
+    let mut after = String::new();
+    let mut pages = 0;
+    loop {
+        let path = format!("/api/v1/organizer/events?limit=2&after={after}");
+        let page = ok_json(send(&org, Method::GET, &path, None).await).await;
+        pages += 1;
+        for event in page["events"].as_array().unwrap() {
+            seen.push(Uuid::parse_str(event["id"].as_str().unwrap()).unwrap());
+        }
+        match page["next"].as_str() {
+            Some(next) => after = next.to_owned(),
+            None => break,
+        }
+        assert!(pages < 10, "the walk did not end");
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen.len(), 5, "an event came twice");
+    assert_eq!(seen.into_iter().collect::<BTreeSet<_>>(), mine);
+    for (query, field) in [
+        ("limit=0", "limit"),
+        ("after=junk", "after"),
+        ("sort=id", "sort"),
+    ] {
+        let resp = send(
+            &org,
+            Method::GET,
+            &format!("/api/v1/organizer/events?{query}"),
+            None,
+        )
+        .await;
+        assert_invalid(resp, field).await;
+    }
+}
