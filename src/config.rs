@@ -307,6 +307,18 @@ pub struct ServeArgs {
         global = true
     )]
     pub purchase_period_ms: u64,
+
+    /// Organizer API requests per API token and minute, all usable at once
+    /// and refilled evenly; beyond, 429 with the real `Retry-After`. 0
+    /// turns the limit off.
+    #[arg(
+        long,
+        env = "STAMPEDE_API_REQUESTS_PER_MINUTE",
+        default_value_t = 600,
+        global = true
+    )]
+    pub api_requests_per_minute: u32,
+
     /// Milliseconds a page of the public event list (`/`, `/api/v1/events`)
     /// is served from memory, shared by all requests; 0 turns it off.
     #[arg(

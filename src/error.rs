@@ -47,6 +47,14 @@ pub enum AppError {
     AlreadyCancelled,
     #[error("The event has started; its orders can no longer be cancelled.")]
     EventStarted,
+    #[error(
+        "{sold} tickets of this type are sold (or were, and were cancelled); a ticket type can be deleted only while none is."
+    )]
+    TicketTypeSold { sold: i64 },
+    #[error("The event is cancelled; it can no longer be changed.")]
+    EventCancelled,
+    #[error("This is the event's last ticket type; an event needs at least one.")]
+    LastTicketType,
     #[error("That method is not allowed here.")]
     MethodNotAllowed,
     #[error("The request body is too large.")]
@@ -75,7 +83,10 @@ impl AppError {
             | Self::EventBuyerLimit { .. }
             | Self::IdempotencyConflict
             | Self::AlreadyCancelled
-            | Self::EventStarted => StatusCode::CONFLICT,
+            | Self::EventStarted
+            | Self::TicketTypeSold { .. }
+            | Self::LastTicketType
+            | Self::EventCancelled => StatusCode::CONFLICT,
             Self::SaleNotOpen { .. } | Self::SaleClosed(_) => StatusCode::FORBIDDEN,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -103,6 +114,9 @@ impl AppError {
             Self::IdempotencyConflict => "idempotency_conflict",
             Self::AlreadyCancelled => "already_cancelled",
             Self::EventStarted => "event_started",
+            Self::TicketTypeSold { .. } => "ticket_type_sold",
+            Self::LastTicketType => "last_ticket_type",
+            Self::EventCancelled => "event_cancelled",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::PayloadTooLarge => "payload_too_large",
             Self::RequestTimeout => "request_timeout",

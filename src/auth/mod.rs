@@ -188,10 +188,10 @@ pub async fn revoke_token(
     organizers::revoke_token(db, organizer_id, token_id).await
 }
 
-/// The organizer a live (unrevoked) token belongs to.
+/// The organizer a live (unrevoked) token belongs to, with the token's id.
 pub async fn authenticate_token(
     db: &PgPool,
     token: &str,
-) -> Result<Option<CurrentOrganizer>, AppError> {
+) -> Result<Option<(CurrentOrganizer, ApiTokenId)>, AppError> {
     organizers::by_token_hash(db, &token_hash(token)).await
 }

@@ -12,7 +12,7 @@ use time::{Duration, OffsetDateTime};
 use crate::{
     domain::{
         Bucket, EventId, ORDERS_PER_PAGE, OrderId, OrderStatus, OrganizerId, SalesChart,
-        SalesPoint, TicketTypeId, contains_pattern, normalise_query, page_count,
+        SalesPoint, SalesRange, TicketTypeId, contains_pattern, normalise_query, page_count,
     },
     error::AppError,
 };
@@ -116,6 +116,67 @@ pub async fn load(
         orders,
         chart,
     })
+}
+
+/// The dashboard's sales table alone (per ticket type, and the totals),
+/// read in one snapshot: the organizer API's stats.
+pub async fn sales(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    event_id: EventId,
+) -> Result<(Vec<TicketTypeSales>, SalesTotals), AppError> {
+    let mut tx = db
+        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await?;
+    let ticket_types = ticket_type_sales(&mut tx, organizer_id, event_id).await?;
+    tx.commit().await?;
+    let totals = SalesTotals::of(&ticket_types);
+    Ok((ticket_types, totals))
+}
+
+/// Tickets sold in one minute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MinuteSales {
+    pub at: OffsetDateTime,
+    pub tickets: i64,
+}
+
+/// Tickets of confirmed orders per minute over `range`, every minute of it
+/// (none sold: 0), bucketed as the dashboard's chart is (`date_bin` on the
+/// order's creation from the same origin).
+pub async fn sales_per_minute(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    event_id: EventId,
+    range: SalesRange,
+) -> Result<Vec<MinuteSales>, AppError> {
+    let minute = pg_interval(Duration::MINUTE);
+    Ok(sqlx::query_as!(
+        MinuteSales,
+        r#"WITH sold AS (
+               SELECT date_bin($5::interval, o.created_at, $6::timestamptz) AS bucket,
+                      SUM(o.quantity)::int8 AS tickets
+               FROM orders o
+               JOIN ticket_types t ON t.id = o.ticket_type_id
+               JOIN events e ON e.id = t.event_id
+               WHERE t.event_id = $1 AND e.organizer_id = $2 AND o.status = 'confirmed'
+                 AND o.created_at >= $3 AND o.created_at < $4
+               GROUP BY 1
+           )
+           SELECT g.bucket AS "at!", COALESCE(s.tickets, 0)::int8 AS "tickets!"
+           FROM generate_series($3::timestamptz, $4::timestamptz - interval '1 microsecond',
+                                $5::interval) AS g (bucket)
+           LEFT JOIN sold s ON s.bucket = g.bucket
+           ORDER BY g.bucket"#,
+        event_id.get(),
+        organizer_id.get(),
+        range.from,
+        range.to,
+        minute,
+        BUCKET_ORIGIN,
+    )
+    .fetch_all(db)
+    .await?)
 }
 
 async fn ticket_type_sales(

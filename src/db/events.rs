@@ -7,8 +7,8 @@ use time::OffsetDateTime;
 
 use crate::{
     domain::{
-        EVENTS_PER_PAGE, EventCursor, EventId, EventStatus, InvalidField, NewEvent, NewTicketType,
-        OrganizerId, Quotas, SaleState, SaleWindow, TicketTypeId,
+        EVENTS_PER_PAGE, EventCursor, EventId, EventListQuery, EventStatus, InvalidField, NewEvent,
+        NewTicketType, OrganizerId, Quotas, SaleState, SaleWindow, TicketTypeId,
     },
     error::AppError,
 };
@@ -53,6 +53,8 @@ pub struct TicketType {
     pub remaining: i32,
     pub max_per_order: i32,
     pub max_per_buyer: i32,
+    /// Sales stopped for good (the event was cancelled).
+    pub sales_halted: bool,
 }
 
 /// An event with its ticket types, in their order.
@@ -291,6 +293,58 @@ pub async fn update(
     Ok(())
 }
 
+/// Delete a ticket type of one of this organizer's events, only while
+/// nothing of it is sold and no order (even a cancelled one) names it, and
+/// never the event's last one. The DELETE itself checks `remaining =
+/// capacity` on the row it deletes: a purchase holding that row commits
+/// first and the re-check refuses, and a purchase that comes after finds no
+/// row. Ticket type changes queue on the organizer's row.
+pub async fn delete_ticket_type(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    event_id: EventId,
+    ticket_type_id: TicketTypeId,
+) -> Result<(), AppError> {
+    let mut tx = db.begin().await?;
+    lock_organizer(&mut tx, organizer_id).await?;
+    let deleted = sqlx::query_file!(
+        "sql/events/delete_ticket_type.sql",
+        ticket_type_id.get(),
+        event_id.get(),
+        organizer_id.get(),
+    )
+    .execute(&mut *tx)
+    .await?;
+    if deleted.rows_affected() == 1 {
+        tx.commit().await?;
+        tracing::info!(%event_id, %ticket_type_id, "ticket type deleted");
+        return Ok(());
+    }
+    // Why not, in the same transaction (the organizer's row still locked).
+    let why = sqlx::query!(
+        r#"SELECT (t.capacity - t.remaining)::int8 AS "sold!",
+                  (SELECT count(*) FROM orders o WHERE o.ticket_type_id = t.id) AS "orders!",
+                  (SELECT count(*) FROM ticket_types s WHERE s.event_id = t.event_id) AS "types!",
+                  e.status = 'cancelled' AS "cancelled!"
+           FROM ticket_types t JOIN events e ON e.id = t.event_id
+           WHERE t.id = $1 AND t.event_id = $2 AND e.organizer_id = $3"#,
+        ticket_type_id.get(),
+        event_id.get(),
+        organizer_id.get(),
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.rollback().await?;
+    Err(match why {
+        None => AppError::NotFound,
+        Some(why) if why.cancelled => AppError::EventCancelled,
+        Some(why) if why.sold > 0 || why.orders > 0 => AppError::TicketTypeSold { sold: why.sold },
+        Some(why) if why.types <= 1 => AppError::LastTicketType,
+        // Sold or deleted between the two statements: refused either way.
+        Some(why) => AppError::TicketTypeSold { sold: why.sold },
+    })
+}
+
 /// Publish or unpublish; cancelling an event is the sale path's (`src/sale/cancel.rs`).
 pub async fn set_status(
     db: &PgPool,
@@ -407,6 +461,43 @@ pub async fn list_for_organizer(
     list(db, Some(organizer_id), OffsetDateTime::UNIX_EPOCH).await
 }
 
+/// One page of an organizer's events, whatever their status, in
+/// `(starts_at, id)` order (keyset, as the public list), and where the next
+/// page starts if there is one: the organizer API's list.
+pub async fn list_for_organizer_page(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    query: EventListQuery,
+) -> Result<(Vec<EventDetail>, Option<EventCursor>), AppError> {
+    let (after_starts, after_id) = query.after.map(|c| (c.starts_at, c.id.get())).unzip();
+    let mut events = sqlx::query_as!(
+        Event,
+        r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
+                  status AS "status: EventStatus", max_per_buyer
+           FROM events
+           WHERE organizer_id = $1
+             AND (starts_at, id) > (COALESCE($2, '-infinity'::timestamptz),
+                                    COALESCE($3, '00000000-0000-0000-0000-000000000000'::uuid))
+           ORDER BY starts_at, id LIMIT $4"#,
+        organizer_id.get(),
+        after_starts,
+        after_id,
+        query.limit + 1,
+    )
+    .fetch_all(db)
+    .await?;
+    let next = if events.len() as i64 > query.limit {
+        events.truncate(query.limit as usize);
+        events.last().map(|e| EventCursor {
+            starts_at: e.starts_at,
+            id: e.id,
+        })
+    } else {
+        None
+    };
+    Ok((with_ticket_types(db, events).await?, next))
+}
+
 /// Every event of one organizer, with their ticket types, in two queries.
 async fn list(
     db: &PgPool,
@@ -434,7 +525,8 @@ async fn with_ticket_types(db: &PgPool, events: Vec<Event>) -> Result<Vec<EventD
     let ids: Vec<_> = events.iter().map(|e| e.id.get()).collect();
     let ticket_types = sqlx::query_as!(
         TicketType,
-        "SELECT id, event_id, name, price_minor, currency, capacity, remaining, max_per_order, max_per_buyer
+        "SELECT id, event_id, name, price_minor, currency, capacity, remaining, max_per_order,
+                max_per_buyer, sales_halted
          FROM ticket_types WHERE event_id = ANY($1) ORDER BY position, created_at",
         &ids,
     )

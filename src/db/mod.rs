@@ -5,6 +5,7 @@
 mod codec;
 pub mod dashboard;
 pub mod events;
+pub mod order_sync;
 pub mod orders;
 pub mod organizers;
 pub mod outbox;

@@ -128,18 +128,31 @@ pub async fn revoke_token(
     }
 }
 
-/// The organizer a live (unrevoked) token hash belongs to; marks it used.
-pub async fn by_token_hash(db: &PgPool, token_hash: &[u8]) -> Result<Option<Organizer>, AppError> {
-    Ok(sqlx::query_as!(
-        Organizer,
+/// The organizer a live (unrevoked) token hash belongs to, and the token's
+/// id (the API's rate limit is per token); marks it used.
+pub async fn by_token_hash(
+    db: &PgPool,
+    token_hash: &[u8],
+) -> Result<Option<(Organizer, ApiTokenId)>, AppError> {
+    let row = sqlx::query!(
         "WITH used AS (
              UPDATE api_tokens SET last_used_at = now()
              WHERE token_hash = $1 AND revoked_at IS NULL
-             RETURNING organizer_id
+             RETURNING id, organizer_id
          )
-         SELECT o.id, o.email FROM organizers o JOIN used ON used.organizer_id = o.id",
+         SELECT o.id, o.email, used.id AS token_id
+         FROM organizers o JOIN used ON used.organizer_id = o.id",
         token_hash,
     )
     .fetch_optional(db)
-    .await?)
+    .await?;
+    Ok(row.map(|row| {
+        (
+            Organizer {
+                id: row.id.into(),
+                email: row.email,
+            },
+            row.token_id.into(),
+        )
+    }))
 }

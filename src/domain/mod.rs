@@ -12,6 +12,7 @@ mod ids;
 mod listing;
 mod money;
 mod order_search;
+mod organizer_api;
 mod quantity;
 mod sale_window;
 mod sales_chart;
@@ -28,6 +29,10 @@ pub use listing::{EVENTS_PER_PAGE, EventCursor, Quotas};
 pub use money::{Currency, Money};
 pub use order_search::{
     MAX_QUERY_CHARS, ORDERS_PER_PAGE, OrderSearch, contains_pattern, normalise_query, page_count,
+};
+pub use organizer_api::{
+    DEFAULT_EVENTS_LIMIT, DEFAULT_ORDERS_LIMIT, EventListQuery, MAX_ORDERS_LIMIT,
+    MAX_SALES_MINUTES, OrderCursor, OrderQuery, SalesRange,
 };
 pub use quantity::{MAX_QUANTITY, Quantity};
 pub use sale_window::{SaleState, SaleWindow};

@@ -53,33 +53,90 @@ pub async fn cancel(
             },
         };
     };
-    // The ticket type's row before the holdings: the engine's batches lock
-    // in that order (the row, then holdings), so the two cannot deadlock.
-    sqlx::query_file!(
-        "sql/sale/cancel_restock.sql",
+    return_tickets(
+        &mut tx,
         order.ticket_type_id,
+        &order.buyer_key,
         order.quantity,
     )
-    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
+    find_by_id(db, order_id).await?.ok_or(AppError::NotFound)
+}
+
+/// Cancel a confirmed order of one of this organizer's events and return
+/// its tickets to sale: the organizer API's cancel. The same transaction as
+/// the buyer's [`cancel`], but the order is matched by its event's owner
+/// instead of the cancel secret; the status check in the UPDATE makes a
+/// second cancel (even a concurrent one) report
+/// [`AppError::AlreadyCancelled`], so the tickets come back once. Another
+/// organizer's order is [`AppError::NotFound`].
+#[tracing::instrument(skip(db))]
+pub async fn cancel_by_organizer(
+    db: &PgPool,
+    now: OffsetDateTime,
+    organizer_id: OrganizerId,
+    order_id: OrderId,
+) -> Result<Order, AppError> {
+    let mut tx = db.begin().await?;
+    let order = sqlx::query_file!(
+        "sql/sale/cancel_order_owned.sql",
+        order_id.get(),
+        organizer_id.get(),
+        now,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(order) = order else {
+        tx.rollback().await?;
+        let order = db::order_sync::find_owned(db, organizer_id, order_id).await?;
+        return Err(match order.status {
+            OrderStatus::Confirmed => AppError::EventStarted,
+            OrderStatus::Cancelled => AppError::AlreadyCancelled,
+        });
+    };
+    return_tickets(
+        &mut tx,
+        order.ticket_type_id,
+        &order.buyer_key,
+        order.quantity,
+    )
+    .await?;
+    tx.commit().await?;
+    tracing::info!(%order_id, "order cancelled by its organizer");
+    find_by_id(db, order_id).await?.ok_or(AppError::NotFound)
+}
+
+/// The rest of a cancel's transaction, once its order is marked cancelled:
+/// its tickets back on sale and the buyer's holdings freed.
+async fn return_tickets(
+    tx: &mut sqlx::PgConnection,
+    ticket_type_id: uuid::Uuid,
+    buyer_key: &str,
+    quantity: i32,
+) -> Result<(), AppError> {
+    // The ticket type's row before the holdings: the engine's batches lock
+    // in that order (the row, then holdings), so the two cannot deadlock.
+    sqlx::query_file!("sql/sale/cancel_restock.sql", ticket_type_id, quantity)
+        .execute(&mut *tx)
+        .await?;
     sqlx::query_file!(
         "sql/sale/cancel_release_type.sql",
-        order.ticket_type_id,
-        order.buyer_key,
-        order.quantity,
+        ticket_type_id,
+        buyer_key,
+        quantity,
     )
     .execute(&mut *tx)
     .await?;
     sqlx::query_file!(
         "sql/sale/cancel_release_event.sql",
-        order.ticket_type_id,
-        order.buyer_key,
-        order.quantity,
+        ticket_type_id,
+        buyer_key,
+        quantity,
     )
     .execute(&mut *tx)
     .await?;
-    tx.commit().await?;
-    find_by_id(db, order_id).await?.ok_or(AppError::NotFound)
+    Ok(())
 }
 
 /// Whether `hash` is the order's cancel secret hash; `None` without the order.

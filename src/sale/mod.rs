@@ -40,7 +40,7 @@ use time::OffsetDateTime;
 use tracing::Instrument;
 
 pub use batch::EngineSettings;
-pub use cancel::{cancel, cancel_event};
+pub use cancel::{cancel, cancel_by_organizer, cancel_event};
 use gate::Admission;
 pub use gate::{Gate, GateError, GateRedis, GateSettings};
 use single::Locking;

@@ -85,6 +85,7 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
             per_email_burst: args.purchase_burst_per_email,
             period: Duration::from_millis(args.purchase_period_ms),
         },
+        api_requests_per_minute: args.api_requests_per_minute,
         ..Limits::default()
     };
     let conn_limits = ConnLimits {

@@ -13,7 +13,7 @@ use tower_sessions::Session;
 use super::error::ApiError;
 use crate::{
     auth::{CurrentOrganizer, SESSION_ORGANIZER, authenticate_token, find_organizer},
-    domain::OrganizerId,
+    domain::{ApiTokenId, OrganizerId},
     error::AppError,
 };
 
@@ -56,13 +56,15 @@ pub async fn require_token(State(db): State<PgPool>, mut request: Request, next:
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .map(str::to_owned);
-    let organizer: Result<Option<CurrentOrganizer>, AppError> = match token {
+    let organizer: Result<Option<(CurrentOrganizer, ApiTokenId)>, AppError> = match token {
         Some(token) => authenticate_token(&db, &token).await,
         None => Ok(None),
     };
     match organizer {
-        Ok(Some(organizer)) => {
+        Ok(Some((organizer, token_id))) => {
             request.extensions_mut().insert(organizer);
+            // The API's rate limit counts per token.
+            request.extensions_mut().insert(token_id);
             next.run(request).await
         }
         Ok(None) => ApiError(AppError::Unauthorized).into_response(),

@@ -114,6 +114,12 @@ pub fn app(state: AppState) -> Router {
             "/api/v1/organizer/events",
             post(api::create_event).get(api::list_own_events),
         )
+        .merge(api::organizer_routes())
+        // Inside the token check: the rate limit counts per token.
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            api::per_token,
+        ))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,

@@ -7,6 +7,7 @@ use sqlx::PgPool;
 use tower_sessions_sqlx_store::PostgresStore;
 
 use super::{
+    api::ApiRateLimit,
     event_cache::EventCache,
     list_cache::ListCache,
     purchase_limits::{PurchaseLimits, PurchaseRates},
@@ -36,6 +37,8 @@ pub struct Limits {
     pub login_period: Duration,
     /// Purchases per client address and per buyer email.
     pub purchase_rates: PurchaseRates,
+    /// Organizer API requests per token and minute; 0 = no limit.
+    pub api_requests_per_minute: u32,
 }
 
 impl Default for Limits {
@@ -49,6 +52,7 @@ impl Default for Limits {
             login_burst: 10,
             login_period: Duration::from_secs(6),
             purchase_rates: PurchaseRates::default(),
+            api_requests_per_minute: super::api::DEFAULT_API_REQUESTS_PER_MINUTE,
         }
     }
 }
@@ -92,6 +96,8 @@ pub struct Shared {
     pub quotas: Quotas,
     /// The public event list's short shared cache.
     pub public_list: Arc<ListCache>,
+    /// The organizer API's requests per token.
+    pub api_rate: ApiRateLimit,
 }
 
 impl AppState {
@@ -106,6 +112,7 @@ impl AppState {
             secure_cookies: false,
             quotas: Quotas::default(),
             public_list: Arc::new(ListCache::new(DEFAULT_LIST_CACHE_TTL)),
+            api_rate: ApiRateLimit::new(Limits::default().api_requests_per_minute),
         }))
     }
 
@@ -157,6 +164,7 @@ impl AppState {
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.shared_mut().limits = limits;
         self.shared_mut().purchase_limits = PurchaseLimits::new(limits.purchase_rates);
+        self.shared_mut().api_rate = ApiRateLimit::new(limits.api_requests_per_minute);
         self.shared_mut().sales = self.sales.clone().with_deadline(purchase_deadline(&limits));
         self
     }

@@ -20,6 +20,7 @@ mod csrf;
 mod dashboard;
 mod event_cancel;
 mod listing;
+mod organizer_api;
 mod organizer_bounds;
 mod organizer_pages;
 mod plain_text;

@@ -6,7 +6,13 @@ use axum::{
     http::StatusCode,
 };
 
+mod organizer;
+mod organizer_wire;
+mod rate_limit;
 mod wire;
+
+pub use organizer::routes as organizer_routes;
+pub use rate_limit::{ApiRateLimit, DEFAULT_API_REQUESTS_PER_MINUTE, per_token};
 
 use wire::{CreateEvent, CreateOrder, EventBody, EventList, EventPageBody, OrderBody};
 
@@ -19,7 +25,7 @@ use super::{
 use crate::{
     auth::CurrentOrganizer,
     db,
-    domain::{CancelSecret, Email, ForField, IdempotencyKey, Quantity},
+    domain::{CancelSecret, Email, EventListQuery, ForField, IdempotencyKey, Quantity},
     error::AppError,
     sale::{self, Purchase, PurchaseRequest},
 };
@@ -40,13 +46,17 @@ pub async fn create_event(
     Ok((StatusCode::CREATED, Json(detail.into())))
 }
 
-/// `GET /api/v1/organizer/events`: the caller's own events, any status.
+/// `GET /api/v1/organizer/events[?limit=&after=]`: the caller's own
+/// events, any status, a page at a time; `next` is the cursor of the next.
 pub async fn list_own_events(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
+    RawQuery(query): RawQuery,
 ) -> ApiResult<Json<EventList>> {
-    let events = db::events::list_for_organizer(&state.db, organizer.id).await?;
-    Ok(Json(events.into()))
+    let query = EventListQuery::parse(query.as_deref())?;
+    let (events, next) =
+        db::events::list_for_organizer_page(&state.db, organizer.id, query).await?;
+    Ok(Json(EventList::new(events, next)))
 }
 
 /// `GET /api/v1/events[?after=cursor]`: a page of published upcoming

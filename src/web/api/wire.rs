@@ -7,7 +7,8 @@ use time::OffsetDateTime;
 use crate::{
     db::events::{EventDetail, TicketType},
     domain::{
-        CancelSecret, EventId, EventInput, OrderId, OrderStatus, TicketTypeId, TicketTypeInput,
+        CancelSecret, EventCursor, EventId, EventInput, OrderId, OrderStatus, TicketTypeId,
+        TicketTypeInput,
     },
     sale::Order,
     web::list_cache::EventPage,
@@ -203,16 +204,18 @@ impl From<&EventPage> for EventPageBody {
     }
 }
 
-/// `{"events": [...]}`.
+/// `{"events": [...], "next": "cursor" | null}`: a page of the organizer's own.
 #[derive(Debug, Serialize)]
 pub struct EventList {
     events: Vec<EventBody>,
+    next: Option<String>,
 }
 
-impl From<Vec<EventDetail>> for EventList {
-    fn from(details: Vec<EventDetail>) -> Self {
+impl EventList {
+    pub fn new(details: Vec<EventDetail>, next: Option<EventCursor>) -> Self {
         Self {
             events: details.into_iter().map(Into::into).collect(),
+            next: next.map(|cursor| cursor.encode()),
         }
     }
 }

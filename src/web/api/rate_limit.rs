@@ -1,0 +1,77 @@
+//! The organizer API's rate limit, per API token: a budget of requests per
+//! minute (`--api-requests-per-minute`), all of it usable at once, refilled
+//! evenly; beyond it, 429 with the JSON error and a `Retry-After` that is
+//! the real wait until the next request would pass. Runs after the token
+//! check, so unknown tokens (401) take no room in the limiter's table.
+
+use std::{num::NonZeroU32, sync::Arc, time::Duration};
+
+use axum::{
+    extract::{Request, State},
+    middleware::Next,
+    response::Response,
+};
+use governor::{
+    DefaultKeyedRateLimiter, Quota, RateLimiter,
+    clock::{Clock, DefaultClock},
+};
+
+use crate::{domain::ApiTokenId, error::AppError, web::AppState};
+
+/// How often the limiter forgets tokens whose budget is whole again.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// Requests per minute per token by default.
+pub const DEFAULT_API_REQUESTS_PER_MINUTE: u32 = 600;
+
+#[derive(Clone)]
+pub struct ApiRateLimit(Option<Arc<DefaultKeyedRateLimiter<ApiTokenId>>>);
+
+impl ApiRateLimit {
+    /// `per_minute` requests per token and minute; 0 turns the limit off.
+    /// Inside a Tokio runtime it starts the pruning task.
+    pub fn new(per_minute: u32) -> Self {
+        let Some(per_minute) = NonZeroU32::new(per_minute) else {
+            return Self(None);
+        };
+        let limiter = Arc::new(RateLimiter::keyed(Quota::per_minute(per_minute)));
+        let weak = Arc::downgrade(&limiter);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let mut tick = tokio::time::interval(PRUNE_EVERY);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    let Some(limiter) = weak.upgrade() else {
+                        return;
+                    };
+                    limiter.retain_recent();
+                    limiter.shrink_to_fit();
+                }
+            });
+        }
+        Self(Some(limiter))
+    }
+
+    fn check(&self, token: ApiTokenId) -> Result<(), AppError> {
+        let Some(limiter) = &self.0 else {
+            return Ok(());
+        };
+        limiter.check_key(&token).map_err(|not_until| {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            AppError::TooManyRequests {
+                retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
+            }
+        })
+    }
+}
+
+/// On the organizer API's routes, inside the token check.
+pub async fn per_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if let Some(&token) = request.extensions().get::<ApiTokenId>()
+        && let Err(err) = state.api_rate.check(token)
+    {
+        return crate::web::error::refuse(request.uri(), &err);
+    }
+    next.run(request).await
+}
