@@ -171,13 +171,14 @@ impl Client {
                         format!("redis://{node}")
                     }
                 });
-                // The gate bounds every call itself, and falls back to
-                // Postgres rather than wait: few retries (redirections
-                // after a resharding are retries too).
+                // The gate bounds every call itself (a purchase's within
+                // `timeout`, a rebuild's within the longer budget), and
+                // falls back to Postgres rather than wait: few retries
+                // (redirections after a resharding are retries too).
                 Self::Cluster(Box::new(
                     ClusterClient::builder(nodes)
                         .connection_timeout(settings.connect_timeout())
-                        .response_timeout(settings.timeout)
+                        .response_timeout(settings.connect_timeout())
                         .retries(3)
                         .build()?,
                 ))
