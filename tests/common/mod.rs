@@ -2,6 +2,7 @@
 //! through the library, and check the invariants straight from the tables.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod checkin;
 pub mod cluster;
 pub mod forms;
 pub mod locks;

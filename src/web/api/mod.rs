@@ -6,6 +6,7 @@ use axum::{
     http::StatusCode,
 };
 
+pub mod checkin;
 mod wire;
 
 use wire::{CreateEvent, CreateOrder, EventBody, EventList, EventPageBody, OrderBody};
