@@ -567,3 +567,36 @@ async fn the_dashboard_counts_checked_in_of_sold_per_ticket_type(pool: PgPool) {
     );
     assert_eq!(cell("class=\"totals\""), "2 / 4");
 }
+
+#[sqlx::test]
+async fn a_check_in_that_commits_late_is_still_listed_after_the_cursor(pool: PgPool) {
+    let app = TestApp::spawn(pool.clone()).await;
+    let org = app.organizer("late@example.org").await;
+    let event = owned_published_event(&org, &[TicketSpec::new(10, 4, 8)]).await;
+    let codes = bought_codes(&app, event.ticket_type_id(), 2, "guest@example.org").await;
+    let id = event.event_id;
+    // A redemption in flight: its transaction took its id first, and
+    // commits after a faster one.
+    let mut slow = pool.begin().await.unwrap();
+    sqlx::query(
+        "UPDATE tickets SET redeemed_at = now(), redeemed_door = 'Slow',
+                redeemed_seq = pg_current_xact_id()::text::bigint
+         WHERE code = $1",
+    )
+    .bind(&codes[0])
+    .execute(&mut *slow)
+    .await
+    .unwrap();
+    redeem_code(&org, id, &codes[1], "Fast", &nonce()).await;
+    // The list holds the fast one back while the slow one is in flight, so
+    // the cursor a device keeps cannot pass the slow one.
+    let list = format!("/api/v1/organizer/events/{id}/check-ins?limit=10");
+    let resp = org.api(Method::GET, &list).send().await.unwrap();
+    let page: Value = resp.json().await.unwrap();
+    let cursor = page["next"].as_str().map(str::to_owned);
+    slow.commit().await.unwrap();
+    let mut seen = page["check_ins"].as_array().unwrap().clone();
+    seen.extend(until_listed(&org, &list, cursor.as_deref(), 2 - seen.len()).await);
+    let doors: Vec<&str> = seen.iter().map(|c| c["door"].as_str().unwrap()).collect();
+    assert_eq!(doors, ["Slow", "Fast"], "each once, in commit-safe order");
+}
