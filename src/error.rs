@@ -43,6 +43,8 @@ pub enum AppError {
     SaleClosed(&'static str),
     #[error("This idempotency key was already used for a different purchase.")]
     IdempotencyConflict,
+    #[error("This scan nonce was already used for another ticket code; send a new one per scan.")]
+    NonceReused,
     #[error("This order is already cancelled.")]
     AlreadyCancelled,
     #[error("The event has started; its orders can no longer be cancelled.")]
@@ -82,6 +84,7 @@ impl AppError {
             | Self::BuyerLimit { .. }
             | Self::EventBuyerLimit { .. }
             | Self::IdempotencyConflict
+            | Self::NonceReused
             | Self::AlreadyCancelled
             | Self::EventStarted
             | Self::TicketTypeSold { .. }
@@ -112,6 +115,7 @@ impl AppError {
             Self::SaleNotOpen { .. } => "sale_not_open",
             Self::SaleClosed(_) => "sale_closed",
             Self::IdempotencyConflict => "idempotency_conflict",
+            Self::NonceReused => "nonce_conflict",
             Self::AlreadyCancelled => "already_cancelled",
             Self::EventStarted => "event_started",
             Self::TicketTypeSold { .. } => "ticket_type_sold",
@@ -134,6 +138,7 @@ impl AppError {
             | Self::BuyerLimit { .. }
             | Self::EventBuyerLimit { .. } => Some("quantity"),
             Self::IdempotencyConflict => Some("idempotency_key"),
+            Self::NonceReused => Some("nonce"),
             _ => None,
         }
     }
@@ -196,6 +201,9 @@ fn constraint_error(name: &str) -> Option<AppError> {
             "max_per_buyer",
             "The limit per buyer cannot be below the limit per order.",
         ),
+        "door_links_window_ordered" => {
+            invalid("valid_until", "The link must stop working after it starts.")
+        }
         "events_sale_window_ordered" => {
             invalid("sale_closes_at", "The sale must close after it opens.")
         }

@@ -13,6 +13,7 @@
 //! - [`server`]: the accept loop and per-connection limits that serve it.
 
 pub mod auth;
+pub mod checkin;
 pub mod clock;
 pub mod config;
 pub mod db;

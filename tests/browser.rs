@@ -409,7 +409,7 @@ async fn an_organizer_sells_out_an_event_to_buyers_in_a_real_browser(pool: PgPoo
     find(&organizer, "main").await;
     assert_not_an_error_page(&organizer, "the organizer's event page").await;
     screenshot(&organizer, "dashboard").await;
-    publish_screenshots();
+    publish_screenshots(&["event", "dashboard"]);
 
     // 6. A buyer cancels an order: app.js asks first (data-confirm). Saying
     //    no changes nothing and leaves the button usable; saying yes
@@ -453,6 +453,78 @@ async fn an_organizer_sells_out_an_event_to_buyers_in_a_real_browser(pool: PgPoo
 
     buyer.close().await.unwrap();
     organizer.close().await.unwrap();
+}
+
+/// The door: a staff member opens the staff link on a phone-sized screen,
+/// types a ticket's code and sees green, types it again and sees red.
+#[sqlx::test]
+async fn a_staff_member_checks_a_ticket_in_once_at_the_door_in_a_real_browser(pool: PgPool) {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn(pool.clone()).await;
+    let org = app.organizer("door-staff@example.org").await;
+    let event =
+        common::organizer::owned_published_event(&org, &[common::TicketSpec::new(10, 4, 8)]).await;
+    let code = common::checkin::bought_codes(&app, event.ticket_type_id(), 1, "guest@example.org")
+        .await
+        .remove(0);
+    let secret =
+        common::checkin::door_link(&org, event.event_id, "Main entrance", app.clock.now()).await;
+    let staff = driver.browser().await;
+    staff.set_window_size(420, 900).await.unwrap();
+    staff
+        .goto(&app.url(&format!("/door?s={secret}")))
+        .await
+        .unwrap();
+    find(&staff, "form#scan").await;
+    assert_not_an_error_page(&staff, "the scanner").await;
+
+    let scan = |expected: &'static str| {
+        let staff = &staff;
+        let code = &code;
+        async move {
+            type_into(staff, "#code", code).await;
+            click(staff, "form#scan button[type=submit]").await;
+            until(staff, expected, || async {
+                let shown = staff
+                    .execute(
+                        "const r = document.getElementById('scan-result'); return r ? r.dataset.result : null;",
+                        vec![],
+                    )
+                    .await
+                    .ok()?;
+                (shown.as_str() == Some(expected)).then_some(())
+            })
+            .await;
+        }
+    };
+    scan("ok").await;
+    assert_eq!(texts(&staff, "#scan-result .verdict").await, ["✓ Let in"]);
+    assert_eq!(
+        texts(&staff, "#scan-result .ticket-type-name").await,
+        ["General admission 0"]
+    );
+    let door: Option<String> =
+        sqlx::query_scalar("SELECT redeemed_door FROM tickets WHERE code = $1")
+            .bind(&code)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(door.as_deref(), Some("Main entrance"));
+    screenshot(&staff, "door").await;
+    publish_screenshots(&["door"]);
+
+    scan("already_redeemed").await;
+    assert_eq!(
+        texts(&staff, "#scan-result .verdict").await,
+        ["✗ Do not let in"]
+    );
+    let redeemed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM tickets WHERE redeemed_at IS NOT NULL")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(redeemed, 1);
+    staff.close().await.unwrap();
 }
 
 /// id, name, price_minor, currency, capacity, remaining, max_per_order, max_per_buyer.
@@ -799,13 +871,13 @@ async fn screenshot(c: &Client, name: &str) {
 }
 
 /// With STAMPEDE_UPDATE_SCREENSHOTS=1, copy the screenshots the docs show.
-fn publish_screenshots() {
+fn publish_screenshots(names: &[&str]) {
     if std::env::var("STAMPEDE_UPDATE_SCREENSHOTS").as_deref() != Ok("1") {
         return;
     }
     let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/screenshots");
     std::fs::create_dir_all(&docs).unwrap();
-    for name in ["event", "dashboard"] {
+    for name in names {
         let to = docs.join(format!("{name}.png"));
         std::fs::copy(screenshot_dir().join(format!("{name}.png")), &to).unwrap();
         eprintln!("updated {}", to.display());

@@ -34,6 +34,8 @@ pub struct TicketTypeSales {
     pub capacity: i32,
     pub remaining: i32,
     pub sold: i64,
+    /// Tickets of confirmed orders redeemed at a door.
+    pub checked_in: i64,
     pub revenue: Vec<Revenue>,
 }
 
@@ -43,6 +45,7 @@ pub struct SalesTotals {
     pub capacity: i64,
     pub remaining: i64,
     pub sold: i64,
+    pub checked_in: i64,
     pub revenue: Vec<Revenue>,
 }
 
@@ -213,6 +216,7 @@ async fn ticket_type_sales(
                     capacity: row.capacity,
                     remaining: row.remaining,
                     sold: 0,
+                    checked_in: 0,
                     revenue: Vec::new(),
                 });
                 let last = sales.len() - 1;
@@ -227,6 +231,25 @@ async fn ticket_type_sales(
             });
         }
     }
+    let checked_in = sqlx::query!(
+        r#"SELECT o.ticket_type_id, count(*) AS "checked_in!"
+           FROM tickets k
+           JOIN orders o ON o.id = k.order_id
+           JOIN ticket_types t ON t.id = o.ticket_type_id
+           JOIN events e ON e.id = t.event_id
+           WHERE t.event_id = $1 AND e.organizer_id = $2
+             AND o.status = 'confirmed' AND k.redeemed_at IS NOT NULL
+           GROUP BY o.ticket_type_id"#,
+        event_id.get(),
+        organizer_id.get(),
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    for row in checked_in {
+        if let Some(entry) = sales.iter_mut().find(|s| s.id.get() == row.ticket_type_id) {
+            entry.checked_in = row.checked_in;
+        }
+    }
     Ok(sales)
 }
 
@@ -238,6 +261,7 @@ impl SalesTotals {
             totals.capacity += i64::from(tt.capacity);
             totals.remaining += i64::from(tt.remaining);
             totals.sold += tt.sold;
+            totals.checked_in += tt.checked_in;
             for revenue in &tt.revenue {
                 match totals
                     .revenue

@@ -66,3 +66,7 @@ id_type!(
     /// An organizer's API token (`api_tokens.id`).
     ApiTokenId
 );
+id_type!(
+    /// A staff link to the scanner of one event (`door_links.id`).
+    DoorLinkId
+);

@@ -4,6 +4,7 @@
 //! arithmetic of the dashboard's search, pages and chart.
 
 mod buyer_key;
+mod checkin;
 mod email;
 mod event;
 mod format;
@@ -20,11 +21,17 @@ mod status;
 mod text;
 
 pub use buyer_key::{BuyerKey, BuyerLimits, LimitBreach};
+pub use checkin::{
+    CHECK_INS_PER_PAGE, CheckInCursor, CheckInResult, DoorName, DoorSecret, DoorWindow,
+    MAX_CHECK_INS_PER_PAGE, MIN_PREFIX_CHARS, ScanNonce, TicketCode, page_limit,
+};
 pub use email::Email;
-pub use event::{EventInput, MAX_TICKET_TYPES, NewEvent, NewTicketType, TicketTypeInput};
+pub use event::{
+    EventInput, MAX_TICKET_TYPES, NewEvent, NewTicketType, TicketTypeInput, parse_datetime,
+};
 pub use format::{decimal_price, format_price, format_time};
 pub use idempotency::{CancelSecret, IdempotencyKey, MAX_KEY_CHARS, MIN_KEY_CHARS};
-pub use ids::{ApiTokenId, EventId, OrderId, OrganizerId, TicketTypeId};
+pub use ids::{ApiTokenId, DoorLinkId, EventId, OrderId, OrganizerId, TicketTypeId};
 pub use listing::{EVENTS_PER_PAGE, EventCursor, Quotas};
 pub use money::{Currency, Money};
 pub use order_search::{

@@ -26,6 +26,11 @@ static ASSETS: &[Asset] = &[
         content_type: "text/javascript; charset=utf-8",
         body: include_bytes!("../../static/app.js"),
     },
+    Asset {
+        name: "door.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../static/door.js"),
+    },
 ];
 
 /// FNV-1a of each asset: stable across builds and platforms.

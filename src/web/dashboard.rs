@@ -10,12 +10,22 @@ use axum::{
 };
 use maud::Markup;
 
+use super::views::{
+    FormError,
+    door::{DoorPanel, LinkInput},
+};
 use super::{
     AppState, export,
     extract::{PageContext, parse_id},
     views,
 };
-use crate::{auth::CurrentOrganizer, db, domain::OrderSearch, error::AppError};
+use crate::{
+    auth::CurrentOrganizer,
+    checkin,
+    db::{self, events::EventDetail},
+    domain::{DoorSecret, OrderSearch},
+    error::AppError,
+};
 
 pub async fn show(
     State(state): State<AppState>,
@@ -25,7 +35,35 @@ pub async fn show(
     RawQuery(query): RawQuery,
 ) -> Result<Markup, AppError> {
     let detail = db::events::find_owned(&state.db, organizer.id, parse_id(&id)?).await?;
-    let search = OrderSearch::parse(query.as_deref())?;
+    let now = state.clock.now();
+    let input = LinkInput::defaults(now, detail.event.starts_at);
+    render(
+        &state,
+        &organizer,
+        &ctx,
+        &detail,
+        query.as_deref(),
+        input,
+        None,
+        None,
+    )
+    .await
+}
+
+/// The dashboard with its door links panel as given: a link just created
+/// (its secret shown this once) or the link form refused and refilled.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn render(
+    state: &AppState,
+    organizer: &CurrentOrganizer,
+    ctx: &PageContext,
+    detail: &EventDetail,
+    query: Option<&str>,
+    input: LinkInput,
+    created: Option<DoorSecret>,
+    error: Option<FormError>,
+) -> Result<Markup, AppError> {
+    let search = OrderSearch::parse(query)?;
     let dashboard = db::dashboard::load(
         &state.db,
         organizer.id,
@@ -34,9 +72,21 @@ pub async fn show(
         search.page,
     )
     .await?;
-    let sale_state = detail.event.sale_state(state.clock.now());
+    let links = checkin::links::list(&state.db, organizer.id, detail.event.id).await?;
+    let now = state.clock.now();
+    let door = DoorPanel {
+        links: &links,
+        now,
+        input,
+        created,
+        error,
+    };
     Ok(views::dashboard::page(
-        &ctx, &detail, sale_state, &dashboard,
+        ctx,
+        detail,
+        detail.event.sale_state(now),
+        &dashboard,
+        &door,
     ))
 }
 

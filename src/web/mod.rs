@@ -7,6 +7,7 @@ mod assets;
 mod auth;
 pub mod csrf;
 mod dashboard;
+mod door;
 pub mod error;
 pub mod event_cache;
 mod export;
@@ -61,7 +62,9 @@ pub fn app(state: AppState) -> Router {
             )),
         )
         .route("/orders/{id}", get(pages::order))
-        .route("/orders/{id}/cancel", post(pages::cancel));
+        .route("/orders/{id}/cancel", post(pages::cancel))
+        // Door staff, through a staff link (no account).
+        .route("/door", get(door::scanner).post(door::scan));
 
     // Log-in and sign-up attempts (each runs the deliberately slow password
     // hash) are limited per client address: the peer address, since no
@@ -99,6 +102,11 @@ pub fn app(state: AppState) -> Router {
             post(organizer::unpublish),
         )
         .route("/organizer/events/{id}/cancel", post(organizer::cancel))
+        .route("/organizer/events/{id}/door-links", post(door::create_link))
+        .route(
+            "/organizer/events/{id}/door-links/{link}/revoke",
+            post(door::revoke_link),
+        )
         .route("/organizer/settings", get(account::settings))
         .route("/organizer/settings/tokens", post(account::create_token))
         .route(
@@ -113,6 +121,14 @@ pub fn app(state: AppState) -> Router {
         .route(
             "/api/v1/organizer/events",
             post(api::create_event).get(api::list_own_events),
+        )
+        .route(
+            "/api/v1/organizer/events/{id}/check-ins",
+            post(api::checkin::redeem).get(api::checkin::list_check_ins),
+        )
+        .route(
+            "/api/v1/organizer/events/{id}/tickets",
+            get(api::checkin::search_tickets),
         )
         .merge(api::organizer_routes())
         // Inside the token check: the rate limit counts per token.

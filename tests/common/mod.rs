@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod amqp;
+pub mod checkin;
 pub mod cluster;
 pub mod forms;
 pub mod locks;

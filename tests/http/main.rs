@@ -15,6 +15,7 @@ mod api;
 mod buy_form;
 mod buyer_limits;
 mod buyer_pages;
+mod checkin;
 mod clock;
 mod csrf;
 mod dashboard;

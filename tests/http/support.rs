@@ -246,6 +246,8 @@ pub async fn snapshot(pool: &PgPool) -> Vec<(&'static str, i64, String)> {
         ("tickets", "SELECT * FROM tickets"),
         ("buyer_holdings", "SELECT * FROM buyer_holdings"),
         ("sessions", "SELECT id FROM sessions"),
+        ("door_links", "SELECT * FROM door_links"),
+        ("check_in_scans", "SELECT * FROM check_in_scans"),
     ];
     let mut out = Vec::new();
     for (name, select) in tables {

@@ -6,6 +6,7 @@ use axum::{
     http::StatusCode,
 };
 
+pub mod checkin;
 mod organizer;
 mod organizer_wire;
 mod rate_limit;

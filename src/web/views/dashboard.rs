@@ -5,6 +5,7 @@ use time::{OffsetDateTime, UtcOffset, format_description::well_known::Rfc3339};
 
 use super::{
     chart::sales_chart,
+    door::{DoorPanel, panel as door_panel},
     format_time, layout,
     organizer::{EventPage, status_bar},
 };
@@ -22,6 +23,7 @@ pub fn page(
     detail: &EventDetail,
     state: SaleState,
     dashboard: &Dashboard,
+    door: &DoorPanel<'_>,
 ) -> Markup {
     let event = &detail.event;
     layout(
@@ -36,6 +38,7 @@ pub fn page(
                 h2 #sales-heading { "Sales" }
                 (sales_table(&dashboard.ticket_types, &dashboard.totals))
             }
+            (door_panel(ctx, event.id, door))
             section aria-labelledby="chart-heading" {
                 h2 #chart-heading { "Tickets sold over time" }
                 @match &dashboard.chart {
@@ -86,13 +89,14 @@ fn sales_table(ticket_types: &[TicketTypeSales], totals: &SalesTotals) -> Markup
             (data_table(
                 "sales",
                 "Tickets sold, remaining and revenue per ticket type",
-                &[("Ticket type", false), ("Sold", true), ("Remaining", true), ("Capacity", true), ("Revenue", true)],
+                &[("Ticket type", false), ("Sold", true), ("Checked in", true), ("Remaining", true), ("Capacity", true), ("Revenue", true)],
                 html! {
                     tbody {
                         @for tt in ticket_types {
                             tr data-ticket-type=(tt.id) {
                                 th scope="row" { (tt.name) }
                                 td.num.sold { (tt.sold) }
+                                td.num.checked-in { (tt.checked_in) " / " (tt.sold) }
                                 td.num.remaining { (tt.remaining) }
                                 td.num.capacity { (tt.capacity) }
                                 td.num.revenue { (revenue_cell(&tt.revenue)) }
@@ -103,6 +107,7 @@ fn sales_table(ticket_types: &[TicketTypeSales], totals: &SalesTotals) -> Markup
                         tr.totals {
                             th scope="row" { "Total" }
                             td.num.sold { (totals.sold) }
+                            td.num.checked-in { (totals.checked_in) " / " (totals.sold) }
                             td.num.remaining { (totals.remaining) }
                             td.num.capacity { (totals.capacity) }
                             td.num.revenue { (revenue_cell(&totals.revenue)) }

@@ -4,6 +4,7 @@
 pub mod account;
 mod chart;
 pub mod dashboard;
+pub mod door;
 pub mod events;
 pub mod orders;
 pub mod organizer;

@@ -1,0 +1,250 @@
+//! Check-in for organizer tokens, under
+//! `/api/v1/organizer/events/{id}/...`: redeem a code, search tickets,
+//! list the check-ins since a cursor. Another organizer's event is 404.
+
+use axum::{
+    Extension, Json,
+    extract::{Path, RawQuery, State},
+};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use super::ApiResult;
+use crate::{
+    auth::CurrentOrganizer,
+    checkin::{
+        self, Answer, Scan,
+        lists::{self, CheckInPage, TicketPage, TicketQuery},
+    },
+    domain::{
+        CheckInCursor, DoorName, Email, EventId, ForField, InvalidField, OrderId, OrderStatus,
+        ScanNonce, TicketCode, page_limit,
+    },
+    error::AppError,
+    web::{
+        AppState,
+        extract::{ApiJson, parse_id},
+    },
+};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedeemRequest {
+    code: String,
+    door: String,
+    nonce: String,
+}
+
+/// The answer to a scan: `result` is the reason code.
+#[derive(Debug, Serialize)]
+pub struct AnswerBody {
+    result: &'static str,
+    code: String,
+    ticket_type: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    redeemed_at: Option<OffsetDateTime>,
+    door: Option<String>,
+    replayed: bool,
+}
+
+impl From<Answer> for AnswerBody {
+    fn from(answer: Answer) -> Self {
+        Self {
+            result: answer.result.as_str(),
+            code: answer.code,
+            ticket_type: answer.ticket_type,
+            redeemed_at: answer.redeemed_at,
+            door: answer.door,
+            replayed: answer.replayed,
+        }
+    }
+}
+
+/// `POST /api/v1/organizer/events/{id}/check-ins` with `{code, door,
+/// nonce}` → 200 with the answer, whatever its reason code.
+pub async fn redeem(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<RedeemRequest>,
+) -> ApiResult<Json<AnswerBody>> {
+    let event_id: EventId = parse_id(&id)?;
+    lists::owned(&state.db, organizer.id, event_id).await?;
+    let scan = Scan {
+        event_id,
+        code: TicketCode::parse(&body.code).for_field("code")?,
+        door: DoorName::parse(&body.door).for_field("door")?,
+        nonce: ScanNonce::parse(&body.nonce).for_field("nonce")?,
+    };
+    let answer = checkin::redeem(&state.db, state.clock.now(), &scan).await?;
+    Ok(Json(answer.into()))
+}
+
+/// The query's parameters, refusing any not in `allowed` and repeats.
+fn params<'a>(
+    query: Option<&str>,
+    allowed: &[&'a str],
+) -> Result<Vec<(&'a str, String)>, InvalidField> {
+    let mut out: Vec<(&'a str, String)> = Vec::new();
+    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        let Some(name) = allowed.iter().find(|name| **name == key) else {
+            return Err(InvalidField::new(
+                key.into_owned(),
+                format!("Unknown parameter; this list takes {}.", allowed.join(", ")),
+            ));
+        };
+        if out.iter().any(|(seen, _)| seen == name) {
+            return Err(InvalidField::new(*name, "Give this parameter once."));
+        }
+        out.push((name, value.into_owned()));
+    }
+    Ok(out)
+}
+
+fn param<'q>(params: &'q [(&str, String)], name: &str) -> Option<&'q str> {
+    params
+        .iter()
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.as_str())
+}
+
+#[derive(Debug, Serialize)]
+pub struct TicketBody {
+    code: String,
+    order_id: OrderId,
+    email: String,
+    ticket_type: String,
+    order_status: OrderStatus,
+    #[serde(with = "time::serde::rfc3339::option")]
+    redeemed_at: Option<OffsetDateTime>,
+    door: Option<String>,
+}
+
+/// `{"tickets": [...], "next": "after-cursor" | null}`.
+#[derive(Debug, Serialize)]
+pub struct TicketPageBody {
+    tickets: Vec<TicketBody>,
+    next: Option<String>,
+}
+
+impl From<TicketPage> for TicketPageBody {
+    fn from(page: TicketPage) -> Self {
+        Self {
+            tickets: page
+                .tickets
+                .into_iter()
+                .map(|t| TicketBody {
+                    code: t.code,
+                    order_id: t.order_id,
+                    email: t.email,
+                    ticket_type: t.ticket_type,
+                    order_status: t.order_status,
+                    redeemed_at: t.redeemed_at,
+                    door: t.door,
+                })
+                .collect(),
+            next: page.next,
+        }
+    }
+}
+
+/// `GET /api/v1/organizer/events/{id}/tickets?code_prefix=ABCD` (at least
+/// four characters) or `?email=...`, with `after` (a page's `next`) and
+/// `limit` (1–500, default 100).
+pub async fn search_tickets(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Json<TicketPageBody>> {
+    let event_id: EventId = parse_id(&id)?;
+    lists::owned(&state.db, organizer.id, event_id).await?;
+    let params = params(
+        query.as_deref(),
+        &["code_prefix", "email", "after", "limit"],
+    )?;
+    let search = match (param(&params, "code_prefix"), param(&params, "email")) {
+        (Some(prefix), None) => {
+            TicketQuery::CodePrefix(TicketCode::parse_prefix(prefix).for_field("code_prefix")?)
+        }
+        (None, Some(email)) => TicketQuery::Email(Email::parse(email).for_field("email")?),
+        _ => {
+            return Err(AppError::from(InvalidField::new(
+                "code_prefix",
+                "Search by code_prefix or by email (one of the two).",
+            ))
+            .into());
+        }
+    };
+    let after = param(&params, "after")
+        .map(|raw| TicketCode::parse(raw).for_field("after"))
+        .transpose()?;
+    let limit = page_limit(param(&params, "limit"))?;
+    let page = lists::search(
+        &state.db,
+        organizer.id,
+        event_id,
+        &search,
+        after.as_ref(),
+        limit,
+    )
+    .await?;
+    Ok(Json(page.into()))
+}
+
+#[derive(Debug, Serialize)]
+pub struct CheckInBody {
+    code: String,
+    ticket_type: String,
+    #[serde(with = "time::serde::rfc3339")]
+    redeemed_at: OffsetDateTime,
+    door: String,
+    cursor: String,
+}
+
+/// `{"check_ins": [...], "next": cursor | null, "more": bool}`: call again
+/// with `since=next` for what follows (`more` says the page was full).
+#[derive(Debug, Serialize)]
+pub struct CheckInPageBody {
+    check_ins: Vec<CheckInBody>,
+    next: Option<String>,
+    more: bool,
+}
+
+impl From<CheckInPage> for CheckInPageBody {
+    fn from(page: CheckInPage) -> Self {
+        Self {
+            check_ins: page
+                .check_ins
+                .into_iter()
+                .map(|c| CheckInBody {
+                    code: c.code,
+                    ticket_type: c.ticket_type,
+                    redeemed_at: c.redeemed_at,
+                    door: c.door,
+                    cursor: c.cursor.encode(),
+                })
+                .collect(),
+            next: page.next.map(|c| c.encode()),
+            more: page.more,
+        }
+    }
+}
+
+/// `GET /api/v1/organizer/events/{id}/check-ins?since=CURSOR&limit=N`.
+pub async fn list_check_ins(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Json<CheckInPageBody>> {
+    let event_id: EventId = parse_id(&id)?;
+    lists::owned(&state.db, organizer.id, event_id).await?;
+    let params = params(query.as_deref(), &["since", "limit"])?;
+    let since = param(&params, "since")
+        .map(|raw| CheckInCursor::parse(raw).for_field("since"))
+        .transpose()?;
+    let limit = page_limit(param(&params, "limit"))?;
+    let page = lists::since(&state.db, organizer.id, event_id, since, limit).await?;
+    Ok(Json(page.into()))
+}
