@@ -389,7 +389,8 @@ async fn a_give_back_from_an_older_generation_adds_nothing(
     let b = spawn(1, "b@example.org", &key_b);
     wait_until_blocked(&pool, "UPDATE ticket_types", 2).await;
     let b_twin = spawn(1, "b@example.org", &key_b);
-    wait_until_blocked(&pool, "INSERT INTO orders", 1).await;
+    // The twin waits on B's key in the order insert (sql/sale/insert_order.sql).
+    wait_until_blocked(&pool, "WITH new_order AS", 1).await;
     let admitted_b = stock_hash(&mut conn, tt).await;
     assert_ne!(admitted_b["gen"], first["gen"], "no rebuild");
     // Rebuilt from Postgres (9 left, A not counted), then B took one.

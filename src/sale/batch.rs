@@ -715,7 +715,7 @@ mod tests {
     use sqlx::postgres::PgPoolOptions;
 
     use super::*;
-    use crate::domain::{Email, IdempotencyKey, Quantity};
+    use crate::domain::{Email, EventId, IdempotencyKey, Quantity};
 
     /// An idle worker closes its queue, sells what slipped in before the
     /// close, and stops; the next purchase starts a new one.
@@ -949,6 +949,36 @@ mod tests {
             assert!(matches!(answer, Err(AppError::Overloaded)), "{answer:?}");
         }
         assert_eq!(roomy_orders_and_remaining(&db).await, (0, 10));
+    }
+
+    /// A request that names its event is sold only if the ticket type is
+    /// that event's (the batch's own check, behind the pre-check's).
+    #[sqlx::test(
+        migrations = "./migrations",
+        fixtures(path = "../../tests/isolation", scripts("fixtures"))
+    )]
+    async fn a_batch_sells_only_for_the_event_the_request_names(db: PgPool) {
+        let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1)));
+        let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
+        let (mut jobs, answers) = two_jobs([Duration::from_secs(20); 2]);
+        let show = uuid::uuid!("00000000-0000-0000-0000-0000000000e1");
+        jobs[0].request.event_id = Some(EventId::from(show));
+        jobs[1].request.event_id = Some(EventId::from(uuid::Uuid::new_v4()));
+
+        batcher.sell(TicketTypeId::from(ROOMY), jobs).await;
+
+        let answers: Vec<_> = futures::future::join_all(answers).await;
+        assert!(
+            matches!(answers[0], Ok(Ok(Purchase::Created { .. }))),
+            "{:?}",
+            answers[0]
+        );
+        assert!(
+            matches!(answers[1], Ok(Err(AppError::NotFound))),
+            "{:?}",
+            answers[1]
+        );
+        assert_eq!(roomy_orders_and_remaining(&db).await, (1, 9));
     }
 
     #[test]
