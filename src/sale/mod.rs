@@ -19,9 +19,7 @@
 //! transaction.
 //!
 //! With `--redis-gate`, the optional Redis gate ([`gate`]) checks and counts
-//! each purchase in Redis first, before the sold-out flag (which would read
-//! each refused key in Postgres; the flag serves while Redis is away):
-//! refusals are answered from Redis, admitted
+//! each purchase in Redis first: refusals are answered from Redis, admitted
 //! purchases go on to the strategy (Postgres keeps the last word) and give
 //! their counts back if it does not sell them.
 //!
@@ -240,47 +238,6 @@ impl Sales {
         now: OffsetDateTime,
         request: &PurchaseRequest,
     ) -> Result<Purchase, AppError> {
-        // With the gate, Redis answers first: a refusal costs Postgres
-        // nothing unless the buyer holds tickets (a retry of a committed
-        // purchase replays), where the sold-out flag below reads every
-        // refused key. The flag serves when Redis does not answer.
-        if let Some(gate) = &self.gate {
-            match gate.admit(request).await {
-                Admission::Bypass => {}
-                Admission::Replay => return self.sell(now, request).await,
-                Admission::Refused { refusal, holds } => {
-                    if !holds {
-                        return Err(refusal);
-                    }
-                    return match replay_by_key(&self.db, request).await {
-                        Err(AppError::NotFound) => Err(refusal),
-                        answer => answer,
-                    };
-                }
-                Admission::Admitted(ticket) => {
-                    // In a task of its own, so that a buyer who goes away
-                    // cannot cancel the give-back.
-                    let sales = self.clone();
-                    let gate = Arc::clone(gate);
-                    let request = request.clone();
-                    let sold = tokio::spawn(
-                        async move {
-                            let result = sales.sell(now, &request).await;
-                            if !matches!(result, Ok(Purchase::Created { .. })) {
-                                gate.give_back(&ticket).await;
-                            }
-                            result
-                        }
-                        .in_current_span(),
-                    );
-                    return sold.await.unwrap_or_else(|err| {
-                        Err(AppError::internal(anyhow::anyhow!(
-                            "purchase task failed: {err}"
-                        )))
-                    });
-                }
-            }
-        }
         if self.sold_out.is_set(request.ticket_type_id) {
             // Idempotency holds after the sell-out too: a retry of a
             // purchase that committed gets its order back. The engine reads
@@ -293,7 +250,45 @@ impl Sales {
                 answer => answer,
             };
         }
-        self.sell(now, request).await
+        let Some(gate) = &self.gate else {
+            return self.sell(now, request).await;
+        };
+        match gate.admit(request).await {
+            Admission::Bypass | Admission::Replay => self.sell(now, request).await,
+            // Refused from Redis; a buyer who holds tickets may be retrying
+            // a committed purchase, which replays.
+            Admission::Refused { refusal, holds } => {
+                if !holds {
+                    return Err(refusal);
+                }
+                match replay_by_key(&self.db, request).await {
+                    Err(AppError::NotFound) => Err(refusal),
+                    answer => answer,
+                }
+            }
+            Admission::Admitted(ticket) => {
+                // In a task of its own, so that a buyer who goes away
+                // cannot cancel the give-back.
+                let sales = self.clone();
+                let gate = Arc::clone(gate);
+                let request = request.clone();
+                let sold = tokio::spawn(
+                    async move {
+                        let result = sales.sell(now, &request).await;
+                        if !matches!(result, Ok(Purchase::Created { .. })) {
+                            gate.give_back(&ticket).await;
+                        }
+                        result
+                    }
+                    .in_current_span(),
+                );
+                sold.await.unwrap_or_else(|err| {
+                    Err(AppError::internal(anyhow::anyhow!(
+                        "purchase task failed: {err}"
+                    )))
+                })
+            }
+        }
     }
 
     /// The strategy's sale, Postgres having the last word.
