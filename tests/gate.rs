@@ -559,3 +559,51 @@ async fn three_app_processes_share_the_gate(_: PgPoolOptions, connect: PgConnect
         "{admitted} admitted for 40 tickets"
     );
 }
+
+/// After the sell-out, a buyer whose key the gate never admitted and who
+/// holds no tickets is refused without a read in Postgres (here: the orders
+/// table locked by another transaction would block any read), while a
+/// retry of a committed purchase still gets its order back.
+#[sqlx::test]
+async fn after_the_sell_out_the_gate_spares_postgres_the_refusals(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = setup(connect, TicketSpec::new(2, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let sales = gated(&pool, &shared_redis(), Duration::from_secs(3600));
+    let first = request(tt, 1, "first@example.org", &fresh_key());
+    sales.purchase(now(), &first).await.unwrap();
+    sales
+        .purchase(now(), &request(tt, 1, "second@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    // Postgres tells this instance it is sold out: its flag is set.
+    let refused = sales
+        .purchase(now(), &request(tt, 1, "third@example.org", &fresh_key()))
+        .await;
+    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
+    assert!(sales.known_sold_out(tt.into()));
+
+    let mut blocker = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let refused = tokio::time::timeout(
+        Duration::from_secs(5),
+        sales.purchase(now(), &request(tt, 1, "fourth@example.org", &fresh_key())),
+    )
+    .await
+    .expect("the refusal waited for Postgres");
+    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
+    blocker.rollback().await.unwrap();
+
+    let replayed = sales.purchase(now(), &first).await;
+    assert!(
+        matches!(replayed, Ok(Purchase::Replayed(_))),
+        "{replayed:?}"
+    );
+    assert_eq!(sold(&pool, tt).await, 2);
+    assert_invariants(&pool).await;
+}

@@ -104,6 +104,17 @@ redis.call('SET', KEYS[2], gen .. ':' .. qty .. ':' .. ARGV[1], 'EX', ARGV[3])
 return {'admitted', left - qty, held + qty, gen}
 ";
 
+/// Read-only, for a ticket type this instance knows sold out: could the
+/// request be the retry of a committed purchase? KEYS: the stock hash, the
+/// admission record. ARGV: the buyer field. Answers 1 (its key was admitted,
+/// or the buyer holds tickets, or the hash is missing: ask Postgres) or 0.
+const MAY_REPLAY: &str = r"
+if redis.call('EXISTS', KEYS[2]) == 1 then return 1 end
+if redis.call('EXISTS', KEYS[1]) == 0 then return 1 end
+if tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') > 0 then return 1 end
+return 0
+";
+
 /// An admitted purchase that Postgres did not sell. KEYS: the stock hash,
 /// the admission record. ARGV: the record's value, its generation, the
 /// quantity, the buyer field. Answers 0: nothing to give back (given back
@@ -123,11 +134,16 @@ return 2
 
 /// The hash from a Postgres snapshot. KEYS: the stock hash. ARGV: the
 /// generation, left, the limit per buyer, the limit per order, the TTL
-/// (seconds), then (buyer field, count) pairs.
+/// (seconds), `missing` or `always`, then (buyer field, count) pairs.
+/// `missing`: only if no hash is there (another instance may have just
+/// built it and admitted under it: a second rebuild from a snapshot taken
+/// before those admissions commit would forget them and admit too many).
+/// Answers 1: written; 0: left as it was.
 const REBUILD: &str = r"
+if ARGV[6] == 'missing' and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'left', ARGV[2], 'limit', ARGV[3], 'per_order', ARGV[4])
-for i = 6, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
@@ -319,6 +335,15 @@ struct Local {
     down_until: Option<Instant>,
 }
 
+/// Whether a rebuild replaces the stock hash or only fills its absence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rebuild {
+    /// The hash was found missing: build it unless another instance has.
+    IfMissing,
+    /// Stale or periodic: replace it with Postgres's truth.
+    Always,
+}
+
 /// A ticket type not bought for this long is no longer reconciled.
 const FORGET_AFTER: Duration = Duration::from_secs(600);
 
@@ -331,6 +356,7 @@ pub struct Gate {
     settings: GateSettings,
     admit: Script,
     give_back: Script,
+    may_replay: Script,
     rebuild: Script,
     local: Mutex<Local>,
     /// One rebuild at a time per ticket type in this instance.
@@ -366,6 +392,7 @@ impl Gate {
             settings,
             admit: Script::new(ADMIT),
             give_back: Script::new(GIVE_BACK),
+            may_replay: Script::new(MAY_REPLAY),
             rebuild: Script::new(REBUILD),
             local: Mutex::new(Local::default()),
             rebuilding: Mutex::new(HashMap::new()),
@@ -416,7 +443,7 @@ impl Gate {
             local.stale.contains(&id)
         };
         let answer = async {
-            if stale && !self.rebuild_once(id).await? {
+            if stale && !self.rebuild_once(id, Rebuild::Always).await? {
                 return Ok(None);
             }
             // A missing hash is rebuilt, then asked again (once).
@@ -424,7 +451,7 @@ impl Gate {
                 match self.try_admit(request).await? {
                     Some(admission) => return Ok(Some(admission)),
                     None => {
-                        if !self.rebuild_once(id).await? {
+                        if !self.rebuild_once(id, Rebuild::IfMissing).await? {
                             return Ok(None);
                         }
                     }
@@ -460,6 +487,42 @@ impl Gate {
             Err(err) => {
                 self.failed(&err);
                 outcome(Admission::Bypass, "fallback")
+            }
+        }
+    }
+
+    /// For a ticket type this instance knows sold out: whether the request
+    /// may be the retry of a committed purchase (worth a replay read in
+    /// Postgres). Counts nothing. `true` when Redis cannot tell.
+    pub(super) async fn may_replay(&self, request: &PurchaseRequest) -> bool {
+        if self
+            .local()
+            .down_until
+            .is_some_and(|until| Instant::now() < until)
+        {
+            return true;
+        }
+        let mut invocation = self.may_replay.prepare_invoke();
+        invocation
+            .key(self.stock_key(request.ticket_type_id))
+            .key(self.record_key(request))
+            .arg(format!("b:{}", BuyerKey::from(&request.email)));
+        let answer: Result<i64, GateError> = self
+            .redis(self.settings.timeout, async |conn| {
+                invocation.invoke_async(conn).await
+            })
+            .await;
+        match answer {
+            Ok(0) => {
+                self.answered();
+                metrics::counter!("stampede_gate_total", "outcome" => "sold_out_known")
+                    .increment(1);
+                false
+            }
+            Ok(_) => true,
+            Err(err) => {
+                self.failed(&err);
+                true
             }
         }
     }
@@ -546,7 +609,7 @@ impl Gate {
 
     /// Rebuild unless another task of this instance just did, waiting for
     /// it. `false`: the ticket type does not exist.
-    async fn rebuild_once(&self, id: TicketTypeId) -> Result<bool, GateError> {
+    async fn rebuild_once(&self, id: TicketTypeId, mode: Rebuild) -> Result<bool, GateError> {
         let asked = Instant::now();
         let lock = {
             let mut rebuilding = self
@@ -562,14 +625,14 @@ impl Gate {
                 return Ok(true);
             }
         }
-        self.rebuild(id).await
+        self.rebuild(id, mode).await
     }
 
     /// The stock hash from one Postgres snapshot, under a new generation.
-    async fn rebuild(&self, id: TicketTypeId) -> Result<bool, GateError> {
+    async fn rebuild(&self, id: TicketTypeId, mode: Rebuild) -> Result<bool, GateError> {
         // Unmarked first: stock returned during the rebuild marks it again.
         self.local().stale.remove(&id);
-        let rebuilt = self.rebuild_from_postgres(id).await;
+        let rebuilt = self.rebuild_from_postgres(id, mode).await;
         let mut local = self.local();
         match &rebuilt {
             Ok(_) => {
@@ -582,7 +645,11 @@ impl Gate {
         rebuilt
     }
 
-    async fn rebuild_from_postgres(&self, id: TicketTypeId) -> Result<bool, GateError> {
+    async fn rebuild_from_postgres(
+        &self,
+        id: TicketTypeId,
+        mode: Rebuild,
+    ) -> Result<bool, GateError> {
         let Some(row) = sqlx::query_file!("sql/sale/gate_rebuild.sql", id.get())
             .fetch_optional(&self.db)
             .await?
@@ -597,14 +664,21 @@ impl Gate {
             .arg(row.remaining)
             .arg(row.max_per_buyer)
             .arg(row.max_per_order)
-            .arg(self.settings.record_ttl.as_secs().max(1));
+            .arg(self.settings.record_ttl.as_secs().max(1))
+            .arg(match mode {
+                Rebuild::IfMissing => "missing",
+                Rebuild::Always => "always",
+            });
         for (buyer, held) in row.buyer_keys.iter().zip(&row.held) {
             invocation.arg(format!("b:{buyer}")).arg(held);
         }
         let timeout = self.settings.connect_timeout();
-        let _: i64 = self
+        let written: i64 = self
             .redis(timeout, async |conn| invocation.invoke_async(conn).await)
             .await?;
+        if written == 0 {
+            return Ok(true);
+        }
         metrics::counter!("stampede_gate_rebuilds_total").increment(1);
         tracing::debug!(ticket_type_id = %id, remaining = row.remaining, "gate rebuilt");
         Ok(true)
@@ -724,7 +798,7 @@ async fn reconcile(gate: Weak<Gate>, wake: Arc<Notify>) {
             next = tokio::time::Instant::now() + every;
         }
         for id in ids {
-            if let Err(err) = gate.rebuild_once(id).await {
+            if let Err(err) = gate.rebuild_once(id, Rebuild::Always).await {
                 gate.failed(&err);
                 break;
             }
@@ -761,6 +835,7 @@ mod tests {
             .arg(4)
             .arg(2)
             .arg(60)
+            .arg("always")
             .invoke_async(conn)
             .await
             .unwrap();
@@ -835,6 +910,55 @@ mod tests {
         assert_eq!(record, 0, "the record outlived its give-back");
         let _: i64 = redis::cmd("DEL")
             .arg(&keys.stock)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+
+    /// A rebuild for a missing hash leaves a hash another instance built
+    /// (and admitted under) alone; a stale or periodic one replaces it.
+    #[tokio::test]
+    async fn a_rebuild_for_a_missing_hash_keeps_one_already_there() {
+        let mut conn = redis().await;
+        let tag = Uuid::new_v4();
+        let keys = Keys {
+            stock: format!("stampede:test:unit:{{tt:{tag}}}:stock"),
+            record: format!("stampede:test:unit:{{tt:{tag}}}:key:ada"),
+        };
+        let script = Script::new(REBUILD);
+        let rebuild_as = |mode: &'static str, generation: &'static str| {
+            let mut script = script.prepare_invoke();
+            script
+                .key(&keys.stock)
+                .arg(generation)
+                .arg(5)
+                .arg(4)
+                .arg(2)
+                .arg(60)
+                .arg(mode);
+            script
+        };
+        let written: i64 = rebuild_as("missing", "g1")
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(written, 1, "built where there was none");
+        admit(&mut conn, &keys).await;
+        let written: i64 = rebuild_as("missing", "g2")
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(written, 0);
+        assert_eq!(counts(&mut conn, &keys).await, (Some(3), Some(2)));
+        let written: i64 = rebuild_as("always", "g3")
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(written, 1);
+        assert_eq!(counts(&mut conn, &keys).await, (Some(5), None));
+        let _: i64 = redis::cmd("DEL")
+            .arg(&keys.stock)
+            .arg(&keys.record)
             .query_async(&mut conn)
             .await
             .unwrap();

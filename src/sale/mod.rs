@@ -240,8 +240,16 @@ impl Sales {
     ) -> Result<Purchase, AppError> {
         if self.sold_out.is_set(request.ticket_type_id) {
             // Idempotency holds after the sell-out too: a retry of a
-            // purchase that committed gets its order back. The engine reads
-            // the keys of a whole batch of such requests at once.
+            // purchase that committed gets its order back. The gate tells,
+            // without counting, which requests cannot be such a retry (their
+            // key never admitted, their buyer holding none), so that only
+            // the others cost a read. The engine reads the keys of a whole
+            // batch of them at once.
+            if let Some(gate) = &self.gate
+                && !gate.may_replay(request).await
+            {
+                return Err(AppError::SoldOut);
+            }
             if self.strategy == Strategy::Batch {
                 return self.batcher.replay_or_sold_out(now, request).await;
             }
