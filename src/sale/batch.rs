@@ -981,6 +981,93 @@ mod tests {
         assert_eq!(roomy_orders_and_remaining(&db).await, (1, 9));
     }
 
+    /// Within one batch each request is decided against what the ones
+    /// before it took: the stock and the buyer's counts (of the type and of
+    /// the event). The write would refuse a batch that took more, and the
+    /// requests would then be sold one by one: right, but slow.
+    #[test]
+    fn a_batch_decides_each_request_against_the_ones_before_it() {
+        let (jobs, _answers) = two_jobs([Duration::from_secs(20); 2]);
+        let mut jobs = jobs.into_iter();
+        let (Some(first), Some(second)) = (jobs.next(), jobs.next()) else {
+            unreachable!("two jobs")
+        };
+        let same_buyer = Job {
+            request: PurchaseRequest {
+                idempotency_key: IdempotencyKey::generate(),
+                ..first.request.clone()
+            },
+            buyer: first.buyer.clone(),
+            reply: oneshot::channel().0,
+            ..first
+        };
+        let third = Job {
+            request: PurchaseRequest {
+                email: Email::parse("buyer2@example.org").unwrap(),
+                idempotency_key: IdempotencyKey::generate(),
+                ..second.request.clone()
+            },
+            buyer: Some(BuyerKey::from(&Email::parse("buyer2@example.org").unwrap())),
+            reply: oneshot::channel().0,
+            ..second
+        };
+        let jobs = [first, same_buyer, second, third];
+        let buyers: Vec<BuyerKey> = jobs.iter().map(|j| j.buyer.clone().unwrap()).collect();
+        let window = SaleWindow {
+            status: EventStatus::Published,
+            opens_at: OffsetDateTime::UNIX_EPOCH,
+            closes_at: None,
+            starts_at: OffsetDateTime::now_utc() + time::Duration::days(30),
+        };
+        let decide_with = |per_event: Option<i32>, remaining: i32| {
+            let locked = Locked {
+                event_id: uuid::Uuid::new_v4(),
+                remaining,
+                max_per_order: 2,
+                max_per_buyer: 5,
+                sales_halted: false,
+                price_minor: 1000,
+                currency: "EUR".into(),
+            };
+            let limits = BuyerLimits {
+                per_ticket_type: 5,
+                per_event,
+            };
+            let held = Held {
+                of_type: HashMap::new(),
+                in_event: HashMap::new(),
+            };
+            decide(
+                &jobs,
+                &buyers,
+                &locked,
+                limits,
+                &window,
+                &HashMap::new(),
+                held,
+            )
+            .into_iter()
+            .map(|d| match d {
+                Decision::Sell => "sell".to_owned(),
+                Decision::Refuse(err) => err.code().to_owned(),
+                Decision::Replay(_) => "replay".to_owned(),
+                Decision::Twin => "twin".to_owned(),
+            })
+            .collect::<Vec<_>>()
+        };
+        // Two left: the first two sell, the rest find none.
+        assert_eq!(
+            decide_with(None, 2),
+            ["sell", "sell", "sold_out", "sold_out"]
+        );
+        // One per buyer in the event: buyer0's second is refused, buyer1
+        // and buyer2 buy.
+        assert_eq!(
+            decide_with(Some(1), 10),
+            ["sell", "limit_exceeded", "sell", "sell"]
+        );
+    }
+
     #[test]
     fn a_purchase_is_the_same_one_by_its_buyer_and_key() {
         let request = PurchaseRequest {
