@@ -1,4 +1,4 @@
-//! The outbox's queries for its relay (`crate::outbox`): claim unsent rows,
+//! The outbox's queries for its relay (src/outbox/): claim unsent rows,
 //! mark them sent, delete old sent ones, and the depth for `/metrics`. The
 //! rows themselves are written by the sale path's statements (`sql/`) and
 //! by a trigger on ticket types (migrations/0008_outbox.sql).
