@@ -607,3 +607,115 @@ async fn after_the_sell_out_the_gate_spares_postgres_the_refusals(
     assert_eq!(sold(&pool, tt).await, 2);
     assert_invariants(&pool).await;
 }
+
+/// Wait until `sales` refuses the type without any read, asking with fresh
+/// buyers (each refusal may be what tells the instance).
+async fn until_refusing_without_reading(sales: &Sales, tt: Uuid, tag: &str) {
+    for i in 0..200 {
+        if sales.refuses_without_reading(tt.into()) {
+            return;
+        }
+        let refused = sales
+            .purchase(
+                now(),
+                &request(tt, 1, &format!("{tag}{i}@example.org"), &fresh_key()),
+            )
+            .await;
+        assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the instance never learned that the type is sold out");
+}
+
+/// An instance that never sold the type hears from Redis that it is sold
+/// out, checks Postgres once, and from then on refuses it with neither:
+/// with Redis stopped and the orders table locked (any read would block, a
+/// fall back to Postgres too), a fresh buyer is still refused at once. A
+/// retry of a purchase that another instance committed still gets its order.
+#[sqlx::test]
+async fn once_postgres_agrees_refusals_need_neither_redis_nor_postgres(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = setup(connect, TicketSpec::new(2, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let mut own = OwnRedis::start();
+    own.until_up().await;
+    let seller = gated(&pool, &own.url(), Duration::from_secs(3600));
+    let other = gated(&pool, &own.url(), Duration::from_secs(3600));
+    let first = request(tt, 1, "first@example.org", &fresh_key());
+    seller.purchase(now(), &first).await.unwrap();
+    seller
+        .purchase(now(), &request(tt, 1, "second@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    assert!(!other.known_sold_out(tt.into()), "it never sold the type");
+
+    until_refusing_without_reading(&other, tt, "late").await;
+    own.stop();
+    let mut blocker = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let refused = tokio::time::timeout(
+        Duration::from_secs(5),
+        other.purchase(now(), &request(tt, 1, "fresh@example.org", &fresh_key())),
+    )
+    .await
+    .expect("the refusal waited for Redis or Postgres");
+    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
+    blocker.rollback().await.unwrap();
+
+    let replayed = other.purchase(now(), &first).await;
+    assert!(
+        matches!(&replayed, Ok(Purchase::Replayed(order)) if order.email == "first@example.org"),
+        "{replayed:?}"
+    );
+    assert_eq!(sold(&pool, tt).await, 2);
+    assert_invariants(&pool).await;
+}
+
+/// Redis says none left while an admitted purchase is still on its way to
+/// Postgres: the instance must not take Redis's word for a sell-out. Here
+/// the counter is emptied by hand (as a crash between gate and commit would
+/// leave it) while Postgres still has the ticket: refusals come from Redis,
+/// and Postgres, asked, keeps the instance from setting its flag.
+#[sqlx::test]
+async fn a_low_redis_count_alone_sets_no_sold_out_flag(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = setup(connect, TicketSpec::new(1, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let own = OwnRedis::start();
+    own.until_up().await;
+    let sales = gated(&pool, &own.url(), Duration::from_secs(3600));
+    // The first refusal builds the counter (after the reconciler's first
+    // round, which would undo the change below); then it is emptied.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let probe = request(tt, 2, "probe@example.org", &fresh_key());
+    let refused = sales.purchase(now(), &probe).await;
+    assert!(refused.is_err(), "{refused:?}");
+    let stock: String = format!("{PREFIX}{{tt:{tt}}}:stock");
+    let _: i64 = own
+        .cmd(redis::cmd("HSET").arg(&stock).arg("left").arg(0))
+        .await
+        .unwrap();
+    for i in 0..5 {
+        let refused = sales
+            .purchase(
+                now(),
+                &request(tt, 1, &format!("r{i}@example.org"), &fresh_key()),
+            )
+            .await;
+        assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    assert!(
+        !sales.known_sold_out(tt.into()),
+        "Redis's count alone set the flag"
+    );
+    assert_eq!(sold(&pool, tt).await, 0);
+    assert_invariants(&pool).await;
+}

@@ -326,6 +326,66 @@ async fn a_cancellation_elsewhere_clears_the_sold_out_flag(
     assert_eq!(sold(&pool, tt).await, 1);
 }
 
+/// Sold out, an engine learns the keys of the type's orders once and then
+/// refuses other buyers without reading Postgres (here the orders table is
+/// locked: any read would wait), while a retry of a purchase committed
+/// through another instance still gets its order back.
+#[sqlx::test]
+async fn sold_out_refusals_read_nothing_once_the_keys_are_known(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = rush(connect.clone(), TicketSpec::new(1, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let settings = EngineSettings {
+        sold_out_lifetime: Duration::from_secs(3600),
+        ..EngineSettings::default()
+    };
+    let seller = Sales::new(pool.clone(), Strategy::Batch, settings);
+    let other = Sales::new(common::pool(connect, 4).await, Strategy::Batch, settings);
+    let key = fresh_key();
+    let bought = seller
+        .purchase(now(), &request(tt, 1, "ada@example.org", &key))
+        .await
+        .unwrap();
+    let refused = other
+        .purchase(now(), &request(tt, 1, "bob@example.org", &fresh_key()))
+        .await;
+    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
+    let mut known = false;
+    for _ in 0..500 {
+        known = other.refuses_without_reading(tt.into());
+        if known {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(known, "the flag never learned the type's keys");
+
+    let mut blocker = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let refused = tokio::time::timeout(
+        Duration::from_secs(5),
+        other.purchase(now(), &request(tt, 1, "cy@example.org", &fresh_key())),
+    )
+    .await
+    .expect("the refusal waited for Postgres");
+    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
+    blocker.rollback().await.unwrap();
+
+    let replayed = other
+        .purchase(now(), &request(tt, 1, "ada@example.org", &key))
+        .await
+        .unwrap();
+    assert_eq!(replayed, Purchase::Replayed(bought.order().clone()));
+    assert_invariants(&pool).await;
+    assert_eq!(sold(&pool, tt).await, 1);
+    assert_eq!(order_count(&pool).await, 1);
+}
+
 /// Postgres slow: the row held elsewhere past the purchase's deadline. The
 /// buyer gets 503 (Overloaded) and the purchase is never written, not even
 /// once the row is free; the next purchase goes through.

@@ -731,7 +731,7 @@ mod tests {
             idle_worker: Duration::from_millis(100),
             ..EngineSettings::default()
         };
-        let sold_out = Arc::new(SoldOut::new(settings.sold_out_lifetime));
+        let sold_out = Arc::new(SoldOut::new(settings.sold_out_lifetime, None));
         let batcher = Arc::new(Batcher::new(db, settings, sold_out));
         let ticket_type_id = TicketTypeId::from(uuid::Uuid::new_v4());
         let request = PurchaseRequest {
@@ -901,7 +901,7 @@ mod tests {
         .execute(&db)
         .await
         .unwrap();
-        let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1)));
+        let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
         let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
         let (jobs, answers) = two_jobs([Duration::from_secs(20); 2]);
 
@@ -931,7 +931,7 @@ mod tests {
             .execute(&mut *holder)
             .await
             .unwrap();
-        let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1)));
+        let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
         let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
         // The first buyer's deadline passes while the lock is held; the
         // second one's would not.
@@ -958,7 +958,7 @@ mod tests {
         fixtures(path = "../../tests/isolation", scripts("fixtures"))
     )]
     async fn a_batch_sells_only_for_the_event_the_request_names(db: PgPool) {
-        let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1)));
+        let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
         let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
         let (mut jobs, answers) = two_jobs([Duration::from_secs(20); 2]);
         let show = uuid::uuid!("00000000-0000-0000-0000-0000000000e1");

@@ -44,7 +44,7 @@ pub use cancel::{cancel, cancel_by_organizer, cancel_event};
 use gate::Admission;
 pub use gate::{Gate, GateError, GateRedis, GateSettings};
 use single::Locking;
-use sold_out::SoldOut;
+use sold_out::{Flagged, SoldOut};
 
 use crate::{
     domain::{
@@ -143,7 +143,7 @@ impl Sales {
     /// Must be called inside a Tokio runtime: it starts the task that
     /// clears sold-out flags when stock comes back.
     pub fn new(db: PgPool, strategy: Strategy, settings: EngineSettings) -> Self {
-        let sold_out = Arc::new(SoldOut::new(settings.sold_out_lifetime));
+        let sold_out = Arc::new(SoldOut::new(settings.sold_out_lifetime, Some(db.clone())));
         tokio::spawn(sold_out::listen(db.clone(), Arc::downgrade(&sold_out)));
         Self {
             batcher: Arc::new(batch::Batcher::new(
@@ -202,6 +202,12 @@ impl Sales {
         self.sold_out.is_set(ticket_type_id)
     }
 
+    /// Whether this instance refuses purchases of the ticket type without
+    /// any read: sold out, and the keys of its orders known (for tests).
+    pub fn refuses_without_reading(&self, ticket_type_id: TicketTypeId) -> bool {
+        self.sold_out.knows_committed_keys(ticket_type_id)
+    }
+
     pub fn strategy(&self) -> Strategy {
         self.strategy
     }
@@ -238,25 +244,29 @@ impl Sales {
         now: OffsetDateTime,
         request: &PurchaseRequest,
     ) -> Result<Purchase, AppError> {
-        if self.sold_out.is_set(request.ticket_type_id) {
-            // Idempotency holds after the sell-out too: a retry of a
-            // purchase that committed gets its order back. The gate tells,
-            // without counting, which requests cannot be such a retry (their
-            // key never admitted, their buyer holding none), so that only
-            // the others cost a read. The engine reads the keys of a whole
-            // batch of them at once.
-            if let Some(gate) = &self.gate
-                && !gate.may_replay(request).await
-            {
-                return Err(AppError::SoldOut);
+        match self.sold_out.check(request) {
+            Flagged::No => {}
+            // Not the key of any order of the type: nothing to replay.
+            Flagged::Refuse => return Err(AppError::SoldOut),
+            Flagged::MayReplay => {
+                // Until the flag knows the type's keys, the gate tells,
+                // without counting, which requests cannot be the retry of
+                // a committed purchase (their key never admitted, their
+                // buyer holding none), so that only the others cost a read.
+                // The engine reads the keys of a whole batch of them at once.
+                if let Some(gate) = &self.gate
+                    && !gate.may_replay(request).await
+                {
+                    return Err(AppError::SoldOut);
+                }
+                if self.strategy == Strategy::Batch {
+                    return self.batcher.replay_or_sold_out(now, request).await;
+                }
+                return match replay_by_key(&self.db, request).await {
+                    Err(AppError::NotFound) => Err(AppError::SoldOut),
+                    answer => answer,
+                };
             }
-            if self.strategy == Strategy::Batch {
-                return self.batcher.replay_or_sold_out(now, request).await;
-            }
-            return match replay_by_key(&self.db, request).await {
-                Err(AppError::NotFound) => Err(AppError::SoldOut),
-                answer => answer,
-            };
         }
         let Some(gate) = &self.gate else {
             return self.sell(now, request).await;
@@ -266,6 +276,11 @@ impl Sales {
             // Refused from Redis; a buyer who holds tickets may be retrying
             // a committed purchase, which replays.
             Admission::Refused { refusal, holds } => {
+                if matches!(refusal, AppError::SoldOut) {
+                    // Redis has none left; once Postgres agrees, this
+                    // instance refuses the type without asking Redis.
+                    self.sold_out.suspect(request.ticket_type_id);
+                }
                 if !holds {
                     return Err(refusal);
                 }
