@@ -291,6 +291,70 @@ async fn a_failing_receiver_is_retried_on_the_schedule_with_one_id_and_valid_sig
     .await
     .unwrap();
     assert_eq!(endpoint_row, (true, 4));
+
+    // /metrics: the failed attempts, counted for this endpoint; the depth.
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let failures = format!("stampede_webhook_failures_total{{endpoint=\"{endpoint}\"}} 3");
+    assert!(metrics.contains(&failures), "{metrics}");
+    assert!(
+        metrics.contains("stampede_webhook_queue_depth 0"),
+        "{metrics}"
+    );
+}
+
+#[sqlx::test]
+async fn failing_for_the_whole_window_fails_the_delivery_and_disables_the_endpoint(pool: PgPool) {
+    let app = app(&pool, true).await;
+    let org = app.organizer("down@example.com").await;
+    let (addr, mut rx) = receiver(&[500; 1000]).await;
+    let (endpoint, _) = register(&org, &format!("http://{addr}/hook"), &["order.created"]).await;
+    let event = owned_published_event(&org, &[TicketSpec::new(10, 2, 2)]).await;
+    let worker = worker(&pool, true);
+    api_buy(&app, event.ticket_type_id(), 1, "buyer@example.com").await;
+    next(&mut rx).await;
+    // The first attempt "was" longer ago than the window (51,840 times the
+    // 5 ms base, about 4.3 minutes): the next failure is the last.
+    sqlx::query(
+        "UPDATE webhook_deliveries SET first_attempt_at = now() - interval '1 hour'
+         WHERE endpoint_id = $1",
+    )
+    .bind(endpoint)
+    .execute(&pool)
+    .await
+    .unwrap();
+    until(
+        &pool,
+        "SELECT status = 'failed' FROM webhook_deliveries WHERE endpoint_id = $1",
+        endpoint,
+    )
+    .await;
+    worker.abort();
+    let (enabled, reason): (bool, Option<String>) =
+        sqlx::query_as("SELECT enabled, disabled_reason FROM webhook_endpoints WHERE id = $1")
+            .bind(endpoint)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(!enabled);
+    let reason = reason.unwrap();
+    assert!(reason.starts_with("Every attempt failed from"), "{reason}");
+    let last_retry: Option<i64> = sqlx::query_scalar(
+        "SELECT a.retry_in_ms FROM webhook_attempts a JOIN webhook_deliveries d
+         ON d.id = a.delivery_id WHERE d.endpoint_id = $1 ORDER BY a.id DESC LIMIT 1",
+    )
+    .bind(endpoint)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(last_retry, None, "no retry follows the last attempt");
 }
 
 #[sqlx::test]
