@@ -61,7 +61,11 @@ struct Script {
 
 /// A receiver on a loopback port answering `answers` in turn, then 200.
 async fn receiver(answers: &[u16]) -> (SocketAddr, mpsc::UnboundedReceiver<Received>) {
-    async fn hook(State(script): State<Script>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    async fn hook(
+        State(script): State<Script>,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> (StatusCode, &'static str) {
         let header = |name: &str| {
             headers
                 .get(name)
@@ -76,7 +80,8 @@ async fn receiver(answers: &[u16]) -> (SocketAddr, mpsc::UnboundedReceiver<Recei
             body,
         });
         let status = script.answers.lock().unwrap().pop_front().unwrap_or(200);
-        StatusCode::from_u16(status).unwrap()
+        // Markup and a NUL: the log must store and show it as text.
+        (StatusCode::from_u16(status).unwrap(), "<b>nope</b>\0!")
     }
     let (log, rx) = mpsc::unbounded_channel();
     let script = Script {
@@ -424,6 +429,8 @@ async fn a_receiver_answering_410_is_disabled_with_its_reason_and_gets_nothing_m
         .await
         .unwrap();
     assert!(page.contains("410 Gone"), "{page}");
+    assert!(page.contains("&lt;b&gt;nope&lt;/b&gt;"), "{page}");
+    assert!(!page.contains("<b>nope</b>"), "{page}");
 }
 
 #[sqlx::test]

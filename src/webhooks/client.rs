@@ -145,7 +145,8 @@ impl WebhookClient {
             status: Some(status),
             error: None,
             latency: started.elapsed(),
-            excerpt: String::from_utf8_lossy(&excerpt).into_owned(),
+            // Postgres text holds no NUL.
+            excerpt: String::from_utf8_lossy(&excerpt).replace('\0', "\u{FFFD}"),
         }
     }
 }

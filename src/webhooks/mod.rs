@@ -183,7 +183,11 @@ async fn attempt(
             tracing::warn!(endpoint_id = %due.endpoint_id, %reason, "webhook endpoint disabled");
         }
     }
-    store::record_attempt(db, due, &record, &next).await
+    match store::record_attempt(db, due, &record, &next).await {
+        // The endpoint was deleted during the attempt: nothing to record.
+        Err(sqlx::Error::Database(err)) if err.is_foreign_key_violation() => Ok(()),
+        other => other,
+    }
 }
 
 /// After a failed attempt: retry after the schedule's delay, or give up
