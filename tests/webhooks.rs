@@ -884,3 +884,73 @@ async fn the_settings_page_adds_an_endpoint_and_shows_its_secret_once(pool: PgPo
         .unwrap();
     assert_eq!(count, 1);
 }
+
+#[sqlx::test]
+async fn redirects_are_not_followed_and_only_4_kib_of_an_answer_is_kept(pool: PgPool) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let followed = Arc::new(AtomicUsize::new(0));
+    let counter = followed.clone();
+    let receiver = Router::new()
+        .route(
+            "/redirect",
+            post(|| async { (StatusCode::TEMPORARY_REDIRECT, [("location", "/target")]) }),
+        )
+        .route(
+            "/target",
+            post(move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async { StatusCode::OK }
+            }),
+        )
+        .route(
+            "/big",
+            post(|| async { (StatusCode::INTERNAL_SERVER_ERROR, "é".repeat(50_000)) }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, receiver).await });
+
+    let app = app(&pool, true).await;
+    let org = app.organizer("odd@example.com").await;
+    let (redirect, _) =
+        register(&org, &format!("http://{addr}/redirect"), &["order.created"]).await;
+    let (big, _) = register(&org, &format!("http://{addr}/big"), &["order.created"]).await;
+    let event = owned_published_event(&org, &[TicketSpec::new(10, 2, 2)]).await;
+    let worker = worker(&pool, true);
+    api_buy(&app, event.ticket_type_id(), 1, "buyer@example.com").await;
+    let first_attempt = |endpoint: Uuid| {
+        let pool = pool.clone();
+        async move {
+            until(
+                &pool,
+                "SELECT EXISTS (SELECT 1 FROM webhook_attempts a JOIN webhook_deliveries d
+                                ON d.id = a.delivery_id WHERE d.endpoint_id = $1)",
+                endpoint,
+            )
+            .await;
+            let row: (Option<i32>, String) = sqlx::query_as(
+                "SELECT a.status_code, a.response_excerpt FROM webhook_attempts a
+                 JOIN webhook_deliveries d ON d.id = a.delivery_id
+                 WHERE d.endpoint_id = $1 ORDER BY a.id LIMIT 1",
+            )
+            .bind(endpoint)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            row
+        }
+    };
+    let (redirect_status, _) = first_attempt(redirect).await;
+    let (big_status, excerpt) = first_attempt(big).await;
+    worker.abort();
+
+    assert_eq!(redirect_status, Some(307), "a redirect is a failed attempt");
+    assert_eq!(
+        followed.load(Ordering::SeqCst),
+        0,
+        "the redirect was followed"
+    );
+    assert_eq!(big_status, Some(500));
+    // 4,096 bytes read, "é" is two: 2,048 of them.
+    assert_eq!(excerpt, "é".repeat(2048));
+}
