@@ -408,6 +408,25 @@ pub struct ServeArgs {
         global = true
     )]
     pub outbox_retention_hours: u64,
+
+    /// Let webhook endpoints be at loopback, private and link-local
+    /// addresses, and use plain http. Off by default: only for tests and
+    /// private networks.
+    #[arg(long, env = "STAMPEDE_WEBHOOKS_ALLOW_PRIVATE", global = true)]
+    pub webhooks_allow_private: bool,
+
+    /// The webhook retry schedule's base in milliseconds: retries come
+    /// after 1, 60, 360, 1440, 3600 then 7200 times it (5 s, 5 min, 30 min,
+    /// 2 h, 5 h, 10 h...) with jitter, for 51840 times it (3 days). Tests
+    /// shrink it.
+    #[arg(
+        long,
+        env = "STAMPEDE_WEBHOOK_RETRY_BASE_MS",
+        default_value_t = 5000,
+        value_parser = clap::value_parser!(u64).range(1..=3_600_000),
+        global = true
+    )]
+    pub webhook_retry_base_ms: u64,
 }
 
 /// Connection options from a URL, or libpq-style defaults (PG* variables,

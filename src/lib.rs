@@ -1,7 +1,7 @@
 //! Stampede: ticketing for the on-sale rush.
 //!
 //! Modules depend on each other one way:
-//! `domain ← error ← db ← {auth, sale, outbox} ← web`.
+//! `domain ← error ← db ← {auth, sale, outbox, webhooks} ← web`.
 //!
 //! - [`domain`]: types and rules without I/O (input, ids, the sale window).
 //! - [`error`]: the one error enum and its status/code/field tables.
@@ -10,6 +10,7 @@
 //! - [`auth`]: passwords and API tokens.
 //! - [`web`]: axum handlers, maud views, the JSON API; [`app`] builds the router.
 //! - [`outbox`]: the relay that publishes the outbox to RabbitMQ.
+//! - [`webhooks`]: the worker that delivers the outbox to organizers' endpoints.
 //! - [`server`]: the accept loop and per-connection limits that serve it.
 
 pub mod auth;
@@ -24,5 +25,6 @@ pub mod sale;
 pub mod server;
 pub mod telemetry;
 pub mod web;
+pub mod webhooks;
 
 pub use web::{AppState, app};

@@ -57,7 +57,8 @@ pub async fn mark_published(
     .await
 }
 
-/// Delete up to `limit` rows sent before `before`; returns how many went.
+/// Delete up to `limit` rows sent before `before` (and fanned out to
+/// webhooks: deliveries keep their own copy); returns how many went.
 /// Rows another instance is deleting are skipped.
 pub async fn delete_published(
     db: &PgPool,
@@ -66,7 +67,8 @@ pub async fn delete_published(
 ) -> Result<u64, sqlx::Error> {
     Ok(sqlx::query!(
         "DELETE FROM outbox WHERE position IN (
-             SELECT position FROM outbox WHERE published_at < $1
+             SELECT position FROM outbox
+             WHERE published_at < $1 AND webhooks_fanned_at IS NOT NULL
              ORDER BY position LIMIT $2 FOR UPDATE SKIP LOCKED)",
         before,
         limit,

@@ -70,3 +70,11 @@ id_type!(
     /// A staff link to the scanner of one event (`door_links.id`).
     DoorLinkId
 );
+id_type!(
+    /// An organizer's webhook endpoint (`webhook_endpoints.id`).
+    WebhookId
+);
+id_type!(
+    /// One message to one webhook endpoint (`webhook_deliveries.id`).
+    DeliveryId
+);

@@ -19,6 +19,7 @@ mod sale_window;
 mod sales_chart;
 mod status;
 mod text;
+mod webhook;
 
 pub use buyer_key::{BuyerKey, BuyerLimits, LimitBreach};
 pub use checkin::{
@@ -31,7 +32,9 @@ pub use event::{
 };
 pub use format::{decimal_price, format_price, format_time};
 pub use idempotency::{CancelSecret, IdempotencyKey, MAX_KEY_CHARS, MIN_KEY_CHARS};
-pub use ids::{ApiTokenId, DoorLinkId, EventId, OrderId, OrganizerId, TicketTypeId};
+pub use ids::{
+    ApiTokenId, DeliveryId, DoorLinkId, EventId, OrderId, OrganizerId, TicketTypeId, WebhookId,
+};
 pub use listing::{EVENTS_PER_PAGE, EventCursor, Quotas};
 pub use money::{Currency, Money};
 pub use order_search::{
@@ -46,6 +49,10 @@ pub use sale_window::{SaleState, SaleWindow};
 pub use sales_chart::{Bucket, MAX_CHART_POINTS, SalesChart, SalesPoint};
 pub use status::{EventStatus, OrderStatus};
 pub use text::{Lines, refuse_control};
+pub use webhook::{
+    MAX_WEBHOOK_DESCRIPTION_CHARS, MAX_WEBHOOK_ENDPOINTS, MAX_WEBHOOK_URL_CHARS, RetrySchedule,
+    WEBHOOK_EVENT_TYPES, WebhookUrl, is_public, parse_event_types, parse_webhook_description,
+};
 
 /// One invalid input field: which one, and a sentence a person can act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

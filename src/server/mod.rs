@@ -24,10 +24,11 @@ use tower_sessions::session_store::ExpiredDeletion as _;
 
 use crate::{
     config::ServeArgs,
-    domain::Quotas,
+    domain::{Quotas, RetrySchedule},
     outbox::{self, RelaySettings},
     sale::{EngineSettings, GateRedis, GateSettings},
     web::{self, AppState, Limits, per_client::PerClient, purchase_limits::PurchaseRates},
+    webhooks::{self, WebhookSettings},
 };
 use connection::{Activity, ConnService, Deadlines, Metered};
 
@@ -139,6 +140,16 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
             None
         }
     };
+    let state = state.with_webhooks_allow_private(args.webhooks_allow_private);
+    let webhook_settings = WebhookSettings {
+        allow_private: args.webhooks_allow_private,
+        schedule: RetrySchedule {
+            base: Duration::from_millis(args.webhook_retry_base_ms),
+        },
+        ..WebhookSettings::default()
+    };
+    let webhooks =
+        webhooks::spawn(pool.clone(), webhook_settings).context("building the webhook client")?;
     let app = crate::app(state);
     // Expired organizer sessions are deleted hourly in the background.
     let sweeper = tokio::spawn(
@@ -155,6 +166,8 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     if let Some(relay) = relay {
         relay.abort();
     }
+    // An attempt cut short is retried when its lease ends.
+    webhooks.abort();
     pool.close().await;
     tracing::info!("stopped");
     Ok(())

@@ -1,4 +1,5 @@
-//! Sign-up, log-in, log-out and the settings page with API tokens.
+//! Sign-up, log-in, log-out and the settings page with API tokens (its
+//! webhooks section is `web::webhooks`).
 
 use axum::{
     Extension,
@@ -17,6 +18,7 @@ use super::{
         FormError,
         account::{self as view, Credentials},
     },
+    webhooks,
 };
 use crate::{
     auth::{self, CurrentOrganizer, NewPassword, SESSION_ORGANIZER},
@@ -141,7 +143,8 @@ pub async fn settings(
     ctx: PageContext,
 ) -> Result<Markup, AppError> {
     let tokens = auth::list_tokens(&state.db, organizer.id).await?;
-    Ok(view::settings(&ctx, &tokens, None, None))
+    let webhooks = webhooks::settings_section(&state, &organizer, &ctx).await?;
+    Ok(view::settings(&ctx, &tokens, None, None, webhooks))
 }
 
 /// The new token is shown once, on this response, and never again.
@@ -153,11 +156,18 @@ pub async fn create_token(
 ) -> Result<Response, AppError> {
     let created = auth::create_token(&state.db, organizer.id, fields.get("name")).await;
     let tokens = auth::list_tokens(&state.db, organizer.id).await?;
+    let webhooks = webhooks::settings_section(&state, &organizer, &ctx).await?;
     Ok(match created {
-        Ok(token) => view::settings(&ctx, &tokens, Some(&token), None).into_response(),
+        Ok(token) => view::settings(&ctx, &tokens, Some(&token), None, webhooks).into_response(),
         Err(err @ AppError::Invalid(_)) => (
             err.status(),
-            view::settings(&ctx, &tokens, None, Some(&FormError::from_app(&err))),
+            view::settings(
+                &ctx,
+                &tokens,
+                None,
+                Some(&FormError::from_app(&err)),
+                webhooks,
+            ),
         )
             .into_response(),
         Err(err) => return Err(err),

@@ -20,6 +20,7 @@ pub mod purchase_limits;
 mod state;
 mod telemetry;
 pub mod views;
+mod webhooks;
 
 pub use error::ApiError;
 pub use state::{AppState, DEFAULT_LIST_CACHE_TTL, Limits, session_store};
@@ -113,6 +114,28 @@ pub fn app(state: AppState) -> Router {
             "/organizer/settings/tokens/{id}/revoke",
             post(account::revoke_token),
         )
+        .route("/organizer/settings/webhooks", post(webhooks::create))
+        .route("/organizer/settings/webhooks/{id}", get(webhooks::show))
+        .route(
+            "/organizer/settings/webhooks/{id}/enable",
+            post(webhooks::enable),
+        )
+        .route(
+            "/organizer/settings/webhooks/{id}/disable",
+            post(webhooks::disable),
+        )
+        .route(
+            "/organizer/settings/webhooks/{id}/rotate-secret",
+            post(webhooks::rotate_secret),
+        )
+        .route(
+            "/organizer/settings/webhooks/{id}/delete",
+            post(webhooks::delete),
+        )
+        .route(
+            "/organizer/settings/webhooks/{id}/deliveries/{delivery}/redeliver",
+            post(webhooks::redeliver),
+        )
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_session,
@@ -131,6 +154,7 @@ pub fn app(state: AppState) -> Router {
             get(api::checkin::search_tickets),
         )
         .merge(api::organizer_routes())
+        .merge(api::webhook_routes())
         // Inside the token check: the rate limit counts per token.
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

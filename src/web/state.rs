@@ -98,6 +98,8 @@ pub struct Shared {
     pub public_list: Arc<ListCache>,
     /// The organizer API's requests per token.
     pub api_rate: ApiRateLimit,
+    /// Webhook URLs may point at loopback and private addresses.
+    pub webhooks_allow_private: bool,
 }
 
 impl AppState {
@@ -113,6 +115,7 @@ impl AppState {
             quotas: Quotas::default(),
             public_list: Arc::new(ListCache::new(DEFAULT_LIST_CACHE_TTL)),
             api_rate: ApiRateLimit::new(Limits::default().api_requests_per_minute),
+            webhooks_allow_private: false,
         }))
     }
 
@@ -166,6 +169,12 @@ impl AppState {
         self.shared_mut().purchase_limits = PurchaseLimits::new(limits.purchase_rates);
         self.shared_mut().api_rate = ApiRateLimit::new(limits.api_requests_per_minute);
         self.shared_mut().sales = self.sales.clone().with_deadline(purchase_deadline(&limits));
+        self
+    }
+
+    /// Accept webhook URLs at loopback and private addresses (tests).
+    pub fn with_webhooks_allow_private(mut self, allow: bool) -> Self {
+        self.shared_mut().webhooks_allow_private = allow;
         self
     }
 

@@ -3,7 +3,8 @@
 //! reason), batch sizes and queue depths (recorded by `sale`), database pool
 //! use, a latency histogram per route, and the outbox: its depth (read
 //! here) and the relay's lag, sent and failed counts (recorded by
-//! `outbox`).
+//! `outbox`); webhooks' queue depth (read here) and failures per endpoint
+//! (recorded by `webhooks`).
 //!
 //! `/metrics` answers loopback clients only (a scraper on the same host or
 //! through a local agent); buyers have no business reading it.
@@ -87,6 +88,15 @@ pub async fn render(
             metrics::gauge!("stampede_outbox_oldest_seconds").set(oldest);
         }
         Err(err) => tracing::warn!(error = %err, "outbox depth unavailable"),
+    }
+    // Webhooks: deliveries waiting (retries included) on enabled endpoints,
+    // and outbox rows not yet fanned out to them.
+    match crate::db::webhooks::depth(&db).await {
+        Ok((queued, unfanned)) => {
+            metrics::gauge!("stampede_webhook_queue_depth").set(queued as f64);
+            metrics::gauge!("stampede_webhook_fan_out_pending").set(unfanned as f64);
+        }
+        Err(err) => tracing::warn!(error = %err, "webhook queue depth unavailable"),
     }
     Ok((
         [(

@@ -10,10 +10,13 @@ pub mod checkin;
 mod organizer;
 mod organizer_wire;
 mod rate_limit;
+mod webhooks;
+mod webhooks_wire;
 mod wire;
 
 pub use organizer::routes as organizer_routes;
 pub use rate_limit::{ApiRateLimit, DEFAULT_API_REQUESTS_PER_MINUTE, per_token};
+pub use webhooks::routes as webhook_routes;
 
 use wire::{CreateEvent, CreateOrder, EventBody, EventList, EventPageBody, OrderBody};
 

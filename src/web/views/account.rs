@@ -67,6 +67,7 @@ pub fn settings(
     tokens: &[ApiToken],
     new_token: Option<&str>,
     error: Option<&FormError>,
+    webhooks: Markup,
 ) -> Markup {
     layout(
         ctx,
@@ -117,6 +118,7 @@ pub fn settings(
                     }
                 }
             }
+            (webhooks)
         },
     )
 }

@@ -8,6 +8,7 @@ pub mod door;
 pub mod events;
 pub mod orders;
 pub mod organizer;
+pub mod webhooks;
 
 use axum::http::StatusCode;
 use maud::{DOCTYPE, Markup, html};

@@ -1,0 +1,509 @@
+//! Webhook endpoints, their deliveries and attempts (migrations/0012): the
+//! organizer's CRUD, each scoped to its owner (another organizer's endpoint
+//! is "not found"), and the worker's queries (`webhooks/`): fan-out of the
+//! outbox, claiming due deliveries, recording attempts.
+
+use sqlx::{PgPool, Postgres, Transaction};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::{
+    domain::{DeliveryId, InvalidField, MAX_WEBHOOK_ENDPOINTS, OrganizerId, WebhookId},
+    error::AppError,
+};
+
+/// An endpoint as its owner sees it; the secret is never read into this.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub id: WebhookId,
+    pub seq: i64,
+    pub url: String,
+    pub description: String,
+    pub event_types: Vec<String>,
+    pub enabled: bool,
+    pub disabled_reason: Option<String>,
+    pub disabled_at: Option<OffsetDateTime>,
+    pub last_success_at: Option<OffsetDateTime>,
+    pub created_at: OffsetDateTime,
+}
+
+/// What a new endpoint is made of (parsed by `domain`).
+#[derive(Debug, Clone)]
+pub struct NewEndpoint {
+    pub url: String,
+    pub description: String,
+    pub event_types: Vec<String>,
+}
+
+/// A change of an endpoint; `None` leaves the field alone.
+#[derive(Debug, Clone, Default)]
+pub struct EndpointChange {
+    pub url: Option<String>,
+    pub description: Option<String>,
+    pub event_types: Option<Vec<String>>,
+    pub enabled: Option<bool>,
+}
+
+/// One message to one endpoint, with its attempts (newest delivery first).
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub id: DeliveryId,
+    pub seq: i64,
+    pub message_id: Uuid,
+    pub kind: String,
+    pub status: String,
+    pub attempts: i32,
+    pub next_attempt_at: Option<OffsetDateTime>,
+    pub created_at: OffsetDateTime,
+    pub completed_at: Option<OffsetDateTime>,
+    pub log: Vec<Attempt>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub delivery_id: Uuid,
+    pub attempted_at: OffsetDateTime,
+    pub status_code: Option<i32>,
+    pub error: Option<String>,
+    pub latency_ms: i32,
+    pub response_excerpt: String,
+    pub retry_in_ms: Option<i64>,
+}
+
+pub async fn create(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    new: &NewEndpoint,
+    secret: &str,
+) -> Result<Endpoint, AppError> {
+    // The cap and the insert in one statement.
+    sqlx::query_as!(
+        Endpoint,
+        r#"INSERT INTO webhook_endpoints (organizer_id, url, description, event_types, secret)
+           SELECT $1, $2, $3, $4, $5
+           WHERE (SELECT count(*) FROM webhook_endpoints WHERE organizer_id = $1) < $6
+           RETURNING id, seq, url, description, event_types, enabled, disabled_reason,
+                     disabled_at, last_success_at, created_at"#,
+        organizer_id.get(),
+        new.url,
+        new.description,
+        &new.event_types,
+        secret,
+        MAX_WEBHOOK_ENDPOINTS,
+    )
+    .fetch_optional(db)
+    .await?
+    .ok_or_else(|| {
+        AppError::Invalid(InvalidField::new(
+            "url",
+            format!(
+                "You have {MAX_WEBHOOK_ENDPOINTS} webhook endpoints, the most allowed; delete one first."
+            ),
+        ))
+    })
+}
+
+/// A page of the organizer's endpoints in creation order, after `after`
+/// (a `seq`); one more than `limit` is read to know whether more follow.
+pub async fn list(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    after: Option<i64>,
+    limit: i64,
+) -> Result<Vec<Endpoint>, AppError> {
+    Ok(sqlx::query_as!(
+        Endpoint,
+        r#"SELECT id, seq, url, description, event_types, enabled, disabled_reason,
+                  disabled_at, last_success_at, created_at
+           FROM webhook_endpoints
+           WHERE organizer_id = $1 AND seq > coalesce($2::bigint, 0)
+           ORDER BY seq LIMIT $3"#,
+        organizer_id.get(),
+        after,
+        limit,
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+pub async fn find_owned(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    id: WebhookId,
+) -> Result<Endpoint, AppError> {
+    sqlx::query_as!(
+        Endpoint,
+        r#"SELECT id, seq, url, description, event_types, enabled, disabled_reason,
+                  disabled_at, last_success_at, created_at
+           FROM webhook_endpoints WHERE id = $1 AND organizer_id = $2"#,
+        id.get(),
+        organizer_id.get(),
+    )
+    .fetch_optional(db)
+    .await?
+    .ok_or(AppError::NotFound)
+}
+
+/// Apply `change`; enabling clears the reason it was disabled for.
+pub async fn update(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    id: WebhookId,
+    change: &EndpointChange,
+) -> Result<Endpoint, AppError> {
+    sqlx::query_as!(
+        Endpoint,
+        r#"UPDATE webhook_endpoints SET
+               url = coalesce($3, url),
+               description = coalesce($4, description),
+               event_types = coalesce($5, event_types),
+               enabled = coalesce($6, enabled),
+               disabled_reason = CASE WHEN $6 IS NULL OR $6 = enabled THEN disabled_reason
+                                      WHEN $6 THEN NULL
+                                      ELSE 'Disabled by the organizer.' END,
+               disabled_at = CASE WHEN $6 IS NULL OR $6 = enabled THEN disabled_at
+                                  WHEN $6 THEN NULL
+                                  ELSE now() END
+           WHERE id = $1 AND organizer_id = $2
+           RETURNING id, seq, url, description, event_types, enabled, disabled_reason,
+                     disabled_at, last_success_at, created_at"#,
+        id.get(),
+        organizer_id.get(),
+        change.url,
+        change.description,
+        change.event_types.as_deref(),
+        change.enabled,
+    )
+    .fetch_optional(db)
+    .await?
+    .ok_or(AppError::NotFound)
+}
+
+pub async fn rotate_secret(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    id: WebhookId,
+    secret: &str,
+) -> Result<(), AppError> {
+    let done = sqlx::query!(
+        "UPDATE webhook_endpoints SET secret = $3 WHERE id = $1 AND organizer_id = $2",
+        id.get(),
+        organizer_id.get(),
+        secret,
+    )
+    .execute(db)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Err(AppError::NotFound);
+    }
+    Ok(())
+}
+
+/// Delete an endpoint with its deliveries and their log.
+pub async fn delete(db: &PgPool, organizer_id: OrganizerId, id: WebhookId) -> Result<(), AppError> {
+    let done = sqlx::query!(
+        "DELETE FROM webhook_endpoints WHERE id = $1 AND organizer_id = $2",
+        id.get(),
+        organizer_id.get(),
+    )
+    .execute(db)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Err(AppError::NotFound);
+    }
+    Ok(())
+}
+
+/// A page of an endpoint's deliveries, newest first, before `before` (a
+/// `seq`), each with its attempts; one more than `limit` is read.
+pub async fn deliveries(
+    db: &PgPool,
+    endpoint_id: WebhookId,
+    before: Option<i64>,
+    limit: i64,
+) -> Result<Vec<Delivery>, AppError> {
+    let rows = sqlx::query!(
+        r#"SELECT id, seq, message_id, kind, status, attempts, next_attempt_at, created_at,
+                  completed_at
+           FROM webhook_deliveries
+           WHERE endpoint_id = $1 AND ($2::bigint IS NULL OR seq < $2)
+           ORDER BY seq DESC LIMIT $3"#,
+        endpoint_id.get(),
+        before,
+        limit,
+    )
+    .fetch_all(db)
+    .await?;
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+    let mut attempts = sqlx::query_as!(
+        Attempt,
+        "SELECT delivery_id, attempted_at, status_code, error, latency_ms, response_excerpt,
+                retry_in_ms
+         FROM webhook_attempts WHERE delivery_id = ANY($1) ORDER BY id",
+        &ids,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let (log, rest) = attempts.drain(..).partition(|a| a.delivery_id == r.id);
+            attempts = rest;
+            Delivery {
+                id: r.id.into(),
+                seq: r.seq,
+                message_id: r.message_id,
+                kind: r.kind,
+                status: r.status,
+                attempts: r.attempts,
+                next_attempt_at: r.next_attempt_at,
+                created_at: r.created_at,
+                completed_at: r.completed_at,
+                log,
+            }
+        })
+        .collect())
+}
+
+/// Send a delivery again now, with the same message id (returned); its
+/// retry window starts again.
+pub async fn redeliver(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    endpoint_id: WebhookId,
+    delivery_id: DeliveryId,
+) -> Result<Uuid, AppError> {
+    sqlx::query_scalar!(
+        "UPDATE webhook_deliveries d
+         SET status = 'pending', next_attempt_at = now(), first_attempt_at = NULL,
+             completed_at = NULL
+         FROM webhook_endpoints w
+         WHERE d.id = $1 AND d.endpoint_id = $2 AND w.id = d.endpoint_id AND w.organizer_id = $3
+         RETURNING d.message_id",
+        delivery_id.get(),
+        endpoint_id.get(),
+        organizer_id.get(),
+    )
+    .fetch_optional(db)
+    .await?
+    .ok_or(AppError::NotFound)
+}
+
+// ---- The worker's side ----
+
+/// Fan up to `limit` outbox rows out to the matching enabled endpoints of
+/// their event's organizer: one delivery per endpoint per message (the
+/// unique constraint makes a repeat a no-op), and mark the rows done.
+/// Rows another worker holds are skipped. Returns (rows, deliveries).
+pub async fn fan_out(db: &PgPool, limit: i64) -> Result<(usize, u64), sqlx::Error> {
+    let mut tx: Transaction<'_, Postgres> = db.begin().await?;
+    let positions = sqlx::query_scalar!(
+        "SELECT position FROM outbox WHERE webhooks_fanned_at IS NULL
+         ORDER BY position LIMIT $1 FOR UPDATE SKIP LOCKED",
+        limit,
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    if positions.is_empty() {
+        tx.commit().await?;
+        return Ok((0, 0));
+    }
+    // The body: the AMQP message's (README), whose `type`, `timestamp` and
+    // `data` are also Standard Webhooks' suggested shape.
+    let inserted = sqlx::query!(
+        "INSERT INTO webhook_deliveries (endpoint_id, message_id, kind, body, next_attempt_at)
+         SELECT w.id, o.id, o.kind,
+                jsonb_build_object(
+                    'id', o.id, 'type', o.kind, 'event_id', o.event_id,
+                    'order_id', o.order_id, 'ticket_type_id', o.ticket_type_id,
+                    'sequence', o.sequence, 'occurred_at', t.at, 'timestamp', t.at,
+                    'data', o.payload),
+                now()
+         FROM outbox o
+         CROSS JOIN LATERAL (SELECT to_char(o.created_at AT TIME ZONE 'UTC',
+                                            'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS at) t
+         JOIN events e ON e.id = o.event_id
+         JOIN webhook_endpoints w
+           ON w.organizer_id = e.organizer_id AND w.enabled AND o.kind = ANY(w.event_types)
+         WHERE o.position = ANY($1)
+         ON CONFLICT ON CONSTRAINT webhook_deliveries_once DO NOTHING",
+        &positions,
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    sqlx::query!(
+        "UPDATE outbox SET webhooks_fanned_at = now() WHERE position = ANY($1)",
+        &positions,
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok((positions.len(), inserted))
+}
+
+/// A delivery the worker is to attempt now.
+#[derive(Debug, Clone)]
+pub struct Due {
+    pub id: Uuid,
+    pub endpoint_id: Uuid,
+    pub message_id: Uuid,
+    pub body: serde_json::Value,
+    pub attempts: i32,
+    pub first_attempt_at: Option<OffsetDateTime>,
+    pub url: String,
+    pub secret: String,
+}
+
+/// Claim up to `limit` due deliveries of enabled endpoints: each is leased
+/// for `lease_ms` (pushed out of the due set), so other workers skip it and
+/// a worker that dies mid-attempt leaves it due again when the lease ends.
+pub async fn claim_due(db: &PgPool, limit: i64, lease_ms: i64) -> Result<Vec<Due>, sqlx::Error> {
+    sqlx::query_as!(
+        Due,
+        r#"WITH due AS (
+               SELECT d.id FROM webhook_deliveries d
+               JOIN webhook_endpoints w ON w.id = d.endpoint_id
+               WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND w.enabled
+               ORDER BY d.next_attempt_at LIMIT $1
+               FOR UPDATE OF d SKIP LOCKED
+           )
+           UPDATE webhook_deliveries d
+           SET next_attempt_at = now() + make_interval(secs => $2::bigint / 1000.0),
+               first_attempt_at = coalesce(d.first_attempt_at, now())
+           FROM due, webhook_endpoints w
+           WHERE d.id = due.id AND w.id = d.endpoint_id
+           RETURNING d.id, d.endpoint_id, d.message_id, d.body, d.attempts,
+                     d.first_attempt_at, w.url, w.secret"#,
+        limit,
+        lease_ms,
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// What one attempt found.
+#[derive(Debug, Clone)]
+pub struct AttemptRecord {
+    pub attempted_at: OffsetDateTime,
+    pub status_code: Option<i32>,
+    pub error: Option<String>,
+    pub latency_ms: i32,
+    pub response_excerpt: String,
+}
+
+/// What follows an attempt.
+#[derive(Debug, Clone)]
+pub enum Next {
+    Succeeded,
+    /// Try again in this many milliseconds.
+    Retry(i64),
+    /// Given up; if `disable` is set, the endpoint too, for this reason.
+    Failed {
+        disable: Option<String>,
+    },
+}
+
+/// Store an attempt and its consequence, in one transaction.
+pub async fn record_attempt(
+    db: &PgPool,
+    due: &Due,
+    attempt: &AttemptRecord,
+    next: &Next,
+) -> Result<(), sqlx::Error> {
+    let mut tx = db.begin().await?;
+    let retry_in_ms = match next {
+        Next::Retry(ms) => Some(*ms),
+        _ => None,
+    };
+    sqlx::query!(
+        "INSERT INTO webhook_attempts
+             (delivery_id, attempted_at, status_code, error, latency_ms, response_excerpt,
+              retry_in_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        due.id,
+        attempt.attempted_at,
+        attempt.status_code,
+        attempt.error,
+        attempt.latency_ms,
+        attempt.response_excerpt,
+        retry_in_ms,
+    )
+    .execute(&mut *tx)
+    .await?;
+    let (status, next_at_ms) = match next {
+        Next::Succeeded => ("succeeded", None),
+        Next::Retry(ms) => ("pending", Some(*ms)),
+        Next::Failed { .. } => ("failed", None),
+    };
+    sqlx::query!(
+        "UPDATE webhook_deliveries
+         SET attempts = attempts + 1, status = $2,
+             next_attempt_at = CASE WHEN $3::bigint IS NULL THEN NULL
+                                    ELSE now() + make_interval(secs => $3::bigint / 1000.0) END,
+             completed_at = CASE WHEN $2 = 'pending' THEN NULL ELSE now() END
+         WHERE id = $1",
+        due.id,
+        status,
+        next_at_ms,
+    )
+    .execute(&mut *tx)
+    .await?;
+    match next {
+        Next::Succeeded => {
+            sqlx::query!(
+                "UPDATE webhook_endpoints SET last_success_at = now() WHERE id = $1",
+                due.endpoint_id,
+            )
+            .execute(&mut *tx)
+            .await?;
+        }
+        Next::Failed {
+            disable: Some(reason),
+        } => {
+            sqlx::query!(
+                "UPDATE webhook_endpoints
+                 SET enabled = false, disabled_reason = $2, disabled_at = now()
+                 WHERE id = $1 AND enabled",
+                due.endpoint_id,
+                reason,
+            )
+            .execute(&mut *tx)
+            .await?;
+        }
+        _ => {}
+    }
+    tx.commit().await
+}
+
+/// Whether the endpoint has had a success since `since`.
+pub async fn succeeded_since(
+    db: &PgPool,
+    endpoint_id: Uuid,
+    since: OffsetDateTime,
+) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query_scalar!(
+        r#"SELECT coalesce(last_success_at >= $2, false) AS "ok!" FROM webhook_endpoints
+           WHERE id = $1"#,
+        endpoint_id,
+        since,
+    )
+    .fetch_optional(db)
+    .await?
+    .unwrap_or(false))
+}
+
+/// For `/metrics`: deliveries waiting (pending on enabled endpoints) and
+/// outbox rows not yet fanned out.
+pub async fn depth(db: &PgPool) -> Result<(i64, i64), sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT
+             (SELECT count(*) FROM webhook_deliveries d JOIN webhook_endpoints w
+                ON w.id = d.endpoint_id
+              WHERE d.status = 'pending' AND w.enabled) AS "queued!",
+             (SELECT count(*) FROM outbox WHERE webhooks_fanned_at IS NULL) AS "unfanned!""#
+    )
+    .fetch_one(db)
+    .await?;
+    Ok((row.queued, row.unfanned))
+}
