@@ -267,6 +267,7 @@ impl Batcher {
             .iter()
             .map(|j| j.request.idempotency_key.as_str())
             .collect();
+        super::postgres_round("replay");
         match existing_orders(&self.db, &emails, &keys).await {
             Ok(existing) => {
                 for job in jobs {
@@ -342,6 +343,7 @@ async fn sell_batch(
     deadline: Instant,
 ) -> Result<Sold, AppError> {
     let waited = Instant::now();
+    super::postgres_round("batch");
     let mut tx = db.begin().await?;
     metrics::histogram!("stampede_db_pool_wait_seconds").record(waited.elapsed().as_secs_f64());
     // Nothing of this batch may commit after its earliest buyer's deadline.

@@ -28,6 +28,7 @@ impl SaleCheck {
     /// `None` when the ticket type does not exist (or, when the request
     /// names an event, is not one of its ticket types).
     pub async fn load(db: &PgPool, request: &PurchaseRequest) -> Result<Option<Self>, AppError> {
+        super::postgres_round("check");
         let row = sqlx::query_file!(
             "sql/sale/check.sql",
             request.ticket_type_id.get(),

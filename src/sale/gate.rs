@@ -650,6 +650,7 @@ impl Gate {
         id: TicketTypeId,
         mode: Rebuild,
     ) -> Result<bool, GateError> {
+        super::postgres_round("gate_rebuild");
         let Some(row) = sqlx::query_file!("sql/sale/gate_rebuild.sql", id.get())
             .fetch_optional(&self.db)
             .await?

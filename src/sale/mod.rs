@@ -345,6 +345,15 @@ impl Sales {
     }
 }
 
+/// Count one Postgres round trip of the sale path in `/metrics`
+/// (`stampede_sale_postgres_total{kind}`): `batch` and `single` are purchase
+/// transactions (they may write orders); the others (`check`, `replay`, `sold_out_check`, `sold_out_keys`,
+/// `gate_rebuild`) are reads.
+/// Benchmarks divide the purchase transactions by the tickets sold.
+fn postgres_round(kind: &'static str) {
+    metrics::counter!("stampede_sale_postgres_total", "kind" => kind).increment(1);
+}
+
 /// A validated purchase: every field already parsed into its domain type.
 #[derive(Debug, Clone)]
 pub struct PurchaseRequest {
@@ -434,6 +443,7 @@ pub async fn find_by_id(db: &PgPool, order_id: OrderId) -> Result<Option<Order>,
 
 /// The buyer's earlier order for this key, replayed, or "not found".
 async fn replay_by_key(db: &PgPool, request: &PurchaseRequest) -> Result<Purchase, AppError> {
+    postgres_round("replay");
     match find(db, OrderRef::Key(&request.email, &request.idempotency_key)).await? {
         Some(existing) => replay(existing, request),
         None => Err(AppError::NotFound),

@@ -58,6 +58,7 @@ pub(super) async fn purchase(
     }
     check.refusal(now, request.quantity)?;
 
+    super::postgres_round("single");
     let mut tx = db.begin().await?;
     let quantity = request.quantity.get();
     if locking == Locking::RowLockFirst {

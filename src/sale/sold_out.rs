@@ -202,6 +202,7 @@ impl SoldOut {
         }
         let sold_out = Arc::clone(self);
         tokio::spawn(async move {
+            super::postgres_round("sold_out_check");
             let remaining = sqlx::query_scalar!(
                 "SELECT remaining FROM ticket_types WHERE id = $1",
                 ticket_type_id.get(),
@@ -238,6 +239,7 @@ async fn learn_committed(
     ticket_type_id: TicketTypeId,
     epoch: u64,
 ) {
+    super::postgres_round("sold_out_keys");
     let rows = sqlx::query!(
         "SELECT email, idempotency_key FROM orders WHERE ticket_type_id = $1 LIMIT $2",
         ticket_type_id.get(),
