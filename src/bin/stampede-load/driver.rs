@@ -68,6 +68,9 @@ pub struct Tally {
     pub refused: BTreeMap<Cow<'static, str>, u64>,
     pub failed: BTreeMap<Cow<'static, str>, u64>,
     pub unsure_keys: Vec<String>,
+    /// When the last purchase answered as sold came back, from the start:
+    /// the tickets' selling time.
+    pub last_sold: Option<Duration>,
 }
 
 impl Tally {
@@ -82,6 +85,7 @@ impl Tally {
             *self.failed.entry(reason).or_default() += n;
         }
         self.unsure_keys.extend(other.unsure_keys);
+        self.last_sold = self.last_sold.max(other.last_sold);
     }
 }
 
@@ -233,6 +237,7 @@ async fn buy_loop(
         match attempt.outcome {
             Outcome::Sold(id) => {
                 tally.sold.push(id);
+                tally.last_sold = Some(run.started.elapsed());
                 run.sold.fetch_add(1, Ordering::Relaxed);
             }
             Outcome::Ok => tally.ok += 1,

@@ -66,6 +66,11 @@ pub struct Report {
     pub committed_orders: Option<u64>,
     pub committed_tickets: Option<u64>,
     pub committed_per_sec: Option<f64>,
+    /// Seconds from the start to the last answer of a sale, and the
+    /// purchases answered as sold per second until then: the throughput
+    /// while tickets remain.
+    pub selling_secs: Option<f64>,
+    pub sold_per_sec_while_selling: Option<f64>,
     /// `attempt` (from the scheduled start), and for the form `page`, `post`.
     pub latency_ms: BTreeMap<String, LatencyMs>,
     pub invariants: Option<Invariants>,
@@ -143,6 +148,10 @@ impl Report {
             errors_total: errors.values().sum(),
             errors,
             committed_per_sec: committed_orders.map(|c| c as f64 / secs),
+            selling_secs: tally.last_sold.map(|d| d.as_secs_f64()),
+            sold_per_sec_while_selling: tally
+                .last_sold
+                .map(|d| tally.sold.len() as f64 / d.as_secs_f64().max(1e-9)),
             committed_orders,
             committed_tickets: invariants.as_ref().map(|i| i.committed_tickets),
             latency_ms,
@@ -187,6 +196,12 @@ impl Report {
         if let (Some(orders), Some(tickets)) = (self.committed_orders, self.committed_tickets) {
             row("committed orders (Postgres)", rate(orders));
             row("tickets sold (Postgres)", format!("{tickets:>10}"));
+        }
+        if let (Some(secs), Some(per_sec)) = (self.selling_secs, self.sold_per_sec_while_selling) {
+            row(
+                "sold while tickets remained",
+                format!("{per_sec:>10.0}/s over the first {secs:.2} s"),
+            );
         }
         row("refused", rate(self.refused_total));
         for (reason, n) in &self.refused {
