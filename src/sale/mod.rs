@@ -244,30 +244,49 @@ impl Sales {
         now: OffsetDateTime,
         request: &PurchaseRequest,
     ) -> Result<Purchase, AppError> {
+        // A sell-out's refusals are most of a rush: their future stays a few
+        // bytes (the other ways are boxed), so that a refusal does not move
+        // kilobytes of state through every layer of the server.
         match self.sold_out.check(request) {
-            Flagged::No => {}
+            Flagged::No => Box::pin(self.gate_then_sell(now, request)).await,
             // Not the key of any order of the type: nothing to replay.
-            Flagged::Refuse => return Err(AppError::SoldOut),
-            Flagged::MayReplay => {
-                // Until the flag knows the type's keys, the gate tells,
-                // without counting, which requests cannot be the retry of
-                // a committed purchase (their key never admitted, their
-                // buyer holding none), so that only the others cost a read.
-                // The engine reads the keys of a whole batch of them at once.
-                if let Some(gate) = &self.gate
-                    && !gate.may_replay(request).await
-                {
-                    return Err(AppError::SoldOut);
-                }
-                if self.strategy == Strategy::Batch {
-                    return self.batcher.replay_or_sold_out(now, request).await;
-                }
-                return match replay_by_key(&self.db, request).await {
-                    Err(AppError::NotFound) => Err(AppError::SoldOut),
-                    answer => answer,
-                };
-            }
+            Flagged::Refuse => Err(AppError::SoldOut),
+            Flagged::MayReplay => Box::pin(self.replay_after_sell_out(now, request)).await,
         }
+    }
+
+    /// A purchase of a type this instance knows sold out: the order of a
+    /// committed purchase with this key, replayed, or [`AppError::SoldOut`].
+    async fn replay_after_sell_out(
+        &self,
+        now: OffsetDateTime,
+        request: &PurchaseRequest,
+    ) -> Result<Purchase, AppError> {
+        // Until the flag knows the type's keys, the gate tells, without
+        // counting, which requests cannot be the retry of a committed
+        // purchase (their key never admitted, their buyer holding none), so
+        // that only the others cost a read. The engine reads the keys of a
+        // whole batch of them at once.
+        if let Some(gate) = &self.gate
+            && !gate.may_replay(request).await
+        {
+            return Err(AppError::SoldOut);
+        }
+        if self.strategy == Strategy::Batch {
+            return self.batcher.replay_or_sold_out(now, request).await;
+        }
+        match replay_by_key(&self.db, request).await {
+            Err(AppError::NotFound) => Err(AppError::SoldOut),
+            answer => answer,
+        }
+    }
+
+    /// Through the Redis gate, if there is one, then the strategy's sale.
+    async fn gate_then_sell(
+        &self,
+        now: OffsetDateTime,
+        request: &PurchaseRequest,
+    ) -> Result<Purchase, AppError> {
         let Some(gate) = &self.gate else {
             return self.sell(now, request).await;
         };
