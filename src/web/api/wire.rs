@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
+use utoipa::ToSchema;
 
 use crate::{
     db::events::{EventDetail, TicketType},
@@ -14,16 +15,19 @@ use crate::{
     web::list_cache::EventPage,
 };
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateEvent {
     title: String,
     #[serde(default)]
     description: String,
     venue: String,
+    #[schema(format = DateTime)]
     starts_at: String,
+    #[schema(format = DateTime)]
     sale_opens_at: String,
     #[serde(default)]
+    #[schema(format = DateTime)]
     sale_closes_at: Option<String>,
     #[serde(default)]
     status: Option<String>,
@@ -33,7 +37,7 @@ pub struct CreateEvent {
     ticket_types: Vec<CreateTicketType>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTicketType {
     name: String,
@@ -76,7 +80,7 @@ impl CreateEvent {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateOrder {
     pub ticket_type_id: TicketTypeId,
@@ -86,7 +90,7 @@ pub struct CreateOrder {
 }
 
 /// An event with its ticket types.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct EventBody {
     id: EventId,
     title: String,
@@ -98,12 +102,13 @@ pub struct EventBody {
     sale_opens_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
     sale_closes_at: Option<OffsetDateTime>,
+    #[schema(value_type = super::doc::EventStatusName)]
     status: &'static str,
     max_per_buyer: Option<i32>,
     ticket_types: Vec<TicketTypeBody>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct TicketTypeBody {
     id: TicketTypeId,
     name: String,
@@ -150,7 +155,7 @@ impl From<TicketType> for TicketTypeBody {
 
 /// An event in a list: no description (lists stay small however long
 /// descriptions are; `GET /api/v1/events/{id}` has it).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct EventSummary {
     id: EventId,
     title: String,
@@ -161,6 +166,7 @@ pub struct EventSummary {
     sale_opens_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
     sale_closes_at: Option<OffsetDateTime>,
+    #[schema(value_type = super::doc::EventStatusName)]
     status: &'static str,
     max_per_buyer: Option<i32>,
     ticket_types: Vec<TicketTypeBody>,
@@ -189,7 +195,7 @@ impl From<&EventDetail> for EventSummary {
 }
 
 /// `{"events": [...], "next": "cursor" | null}`: one page of the public list.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct EventPageBody {
     events: Vec<EventSummary>,
     next: Option<String>,
@@ -205,7 +211,7 @@ impl From<&EventPage> for EventPageBody {
 }
 
 /// `{"events": [...], "next": "cursor" | null}`: a page of the organizer's own.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct EventList {
     events: Vec<EventBody>,
     next: Option<String>,
@@ -220,7 +226,7 @@ impl EventList {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct OrderBody {
     id: OrderId,
     ticket_type_id: TicketTypeId,
