@@ -32,8 +32,14 @@ use crate::{
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RedeemRequest {
+    #[schema(min_length = 1, max_length = 64, example = "K7XQ2M9P")]
     code: String,
+    #[schema(min_length = 1, max_length = 60, example = "North gate")]
     door: String,
+    #[schema(
+        pattern = "^[A-Za-z0-9_-]{16,200}$",
+        example = "8d1c2a7e-0b5f-4f0e-a1d2-6c3b9e4f7a10"
+    )]
     nonce: String,
 }
 

@@ -118,8 +118,8 @@ pub(super) async fn get_event(
         (status = 200, description = "The event as changed", body = OrganizerEventBody),
         (status = 400, description = "Not a JSON body", body = ErrorBody),
         (status = 404, description = "You have no event with this id", body = ErrorBody),
-        (status = 409, description = "The event is cancelled, or a capacity would fall below what is sold", body = ErrorBody),
-        (status = 422, description = "A field is invalid; `field` names it", body = ErrorBody),
+        (status = 409, description = "The event is cancelled (`event_cancelled`)", body = ErrorBody),
+        (status = 422, description = "A field is invalid, or a capacity or limit per buyer would go below what is sold or held; `field` names it", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -309,7 +309,7 @@ pub(super) async fn list_ticket_types(
         (status = 400, description = "Not a JSON body", body = ErrorBody),
         (status = 404, description = "You have no event with this id", body = ErrorBody),
         (status = 409, description = "The event is cancelled (`event_cancelled`)", body = ErrorBody),
-        (status = 422, description = "A field is invalid; `field` names it", body = ErrorBody),
+        (status = 422, description = "A field is invalid, or a capacity or limit per buyer would go below what is sold or held; `field` names it", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -351,8 +351,8 @@ pub(super) async fn create_ticket_type(
         (status = 200, description = "The ticket type as changed", body = TicketTypeAvailability),
         (status = 400, description = "Not a JSON body", body = ErrorBody),
         (status = 404, description = "You have no event with this id, or it has no such ticket type", body = ErrorBody),
-        (status = 409, description = "The event is cancelled, or the capacity would fall below what is sold", body = ErrorBody),
-        (status = 422, description = "A field is invalid; `field` names it", body = ErrorBody),
+        (status = 409, description = "The event is cancelled (`event_cancelled`)", body = ErrorBody),
+        (status = 422, description = "A field is invalid, or a capacity or limit per buyer would go below what is sold or held; `field` names it", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]

@@ -75,10 +75,13 @@ fn number(n: Option<i64>) -> String {
 #[serde(deny_unknown_fields)]
 pub struct UpdateEvent {
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
     title: Option<String>,
     #[serde(default)]
+    #[schema(max_length = 10000)]
     description: Option<String>,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
     venue: Option<String>,
     #[serde(default)]
     #[schema(format = DateTime)]
@@ -93,9 +96,11 @@ pub struct UpdateEvent {
     /// `null`: no limit per buyer across the ticket types.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<i64>)]
+    #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<Option<i64>>,
     /// Changes to existing ticket types, each named by its `id`.
     #[serde(default)]
+    #[schema(max_items = 20)]
     ticket_types: Vec<UpdateTicketTypeRow>,
 }
 
@@ -104,16 +109,22 @@ pub struct UpdateEvent {
 pub struct UpdateTicketTypeRow {
     id: TicketTypeId,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 100)]
     name: Option<String>,
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 100_000_000)]
     price_minor: Option<i64>,
     #[serde(default)]
+    #[schema(pattern = "^[A-Za-z]{3}$", example = "EUR")]
     currency: Option<String>,
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 1_000_000)]
     capacity: Option<i64>,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
     max_per_order: Option<i64>,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<i64>,
 }
 
@@ -137,16 +148,22 @@ impl UpdateTicketTypeRow {
 #[serde(deny_unknown_fields)]
 pub struct UpdateTicketType {
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 100)]
     name: Option<String>,
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 100_000_000)]
     price_minor: Option<i64>,
     #[serde(default)]
+    #[schema(pattern = "^[A-Za-z]{3}$", example = "EUR")]
     currency: Option<String>,
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 1_000_000)]
     capacity: Option<i64>,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
     max_per_order: Option<i64>,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<i64>,
 }
 
@@ -221,13 +238,19 @@ impl UpdateEvent {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTicketType {
+    #[schema(min_length = 1, max_length = 100)]
     name: String,
+    #[schema(minimum = 0, maximum = 100_000_000)]
     price_minor: i64,
+    #[schema(pattern = "^[A-Za-z]{3}$", example = "EUR")]
     currency: String,
+    #[schema(minimum = 0, maximum = 1_000_000)]
     capacity: i64,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
     max_per_order: Option<i64>,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<i64>,
 }
 

@@ -18,9 +18,12 @@ use crate::{
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateEvent {
+    #[schema(min_length = 1, max_length = 200)]
     title: String,
     #[serde(default)]
+    #[schema(max_length = 10000)]
     description: String,
+    #[schema(min_length = 1, max_length = 200)]
     venue: String,
     #[schema(format = DateTime)]
     starts_at: String,
@@ -29,24 +32,34 @@ pub struct CreateEvent {
     #[serde(default)]
     #[schema(format = DateTime)]
     sale_closes_at: Option<String>,
+    /// `draft` (the default) or `published`.
     #[serde(default)]
+    #[schema(pattern = "^\\s*(draft|published)?\\s*$")]
     status: Option<String>,
     /// Per buyer across all ticket types; absent or null for no limit.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<i64>,
+    #[schema(min_items = 1, max_items = 20)]
     ticket_types: Vec<CreateTicketType>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTicketType {
+    #[schema(min_length = 1, max_length = 100)]
     name: String,
+    #[schema(minimum = 0, maximum = 100_000_000)]
     price_minor: i64,
+    #[schema(pattern = "^[A-Za-z]{3}$", example = "EUR")]
     currency: String,
+    #[schema(minimum = 0, maximum = 1_000_000)]
     capacity: i64,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
     max_per_order: Option<i64>,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<i64>,
 }
 
@@ -84,8 +97,14 @@ impl CreateEvent {
 #[serde(deny_unknown_fields)]
 pub struct CreateOrder {
     pub ticket_type_id: TicketTypeId,
+    #[schema(minimum = 1, maximum = 100)]
     pub quantity: i64,
+    #[schema(format = Email, max_length = 254)]
     pub email: String,
+    #[schema(
+        pattern = "^[A-Za-z0-9_-]{16,200}$",
+        example = "3b0f0c7e-6a52-4d8e-9d44-2f8f0f1b9c11"
+    )]
     pub idempotency_key: String,
 }
 
