@@ -7,7 +7,10 @@
 //! token against objects that exist. Schemathesis is pinned and installed
 //! by `scripts/schemathesis` (a virtualenv under ~/.cache on first use).
 //!
-//! Alone: `cargo test --test openapi_fuzz -- --nocapture`.
+//! Alone: `cargo test --test openapi_fuzz -- --nocapture`; longer or other
+//! runs with `STAMPEDE_FUZZ_EXAMPLES` (test cases per operation and phase),
+//! `STAMPEDE_FUZZ_SEED`, `STAMPEDE_FUZZ_PHASES` and `STAMPEDE_FUZZ_CHECKS`
+//! (schemathesis's `--max-examples`, `--seed`, `--phases`, `--checks`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -27,7 +30,12 @@ use common::{
 
 /// Test cases per operation and phase: the whole run stays within a couple
 /// of minutes on two busy cores. `STAMPEDE_FUZZ_EXAMPLES` asks for more.
-const MAX_EXAMPLES: &str = "25";
+const MAX_EXAMPLES: &str = "50";
+/// Every phase, the stateful one (chains of calls along the links
+/// schemathesis infers) included.
+const PHASES: &str = "examples,coverage,fuzzing,stateful";
+/// No 5xx; status, content type and body as the document says.
+const CHECKS: &str = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance";
 /// Fixed, so that a failure can be replayed.
 const SEED: &str = "20261201";
 
@@ -160,19 +168,19 @@ async fn schemathesis_finds_no_server_error_and_no_answer_outside_the_document(
     std::fs::write(&config_path, &config).unwrap();
 
     let examples = std::env::var("STAMPEDE_FUZZ_EXAMPLES").unwrap_or(MAX_EXAMPLES.to_owned());
+    let phases = std::env::var("STAMPEDE_FUZZ_PHASES").unwrap_or(PHASES.to_owned());
+    let checks = std::env::var("STAMPEDE_FUZZ_CHECKS").unwrap_or(CHECKS.to_owned());
+    let seed = std::env::var("STAMPEDE_FUZZ_SEED").unwrap_or(SEED.to_owned());
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/schemathesis");
     let output = Command::new(script)
         .current_dir(&dir)
         .arg("--config-file")
         .arg(&config_path)
         .args(["run", &server.url("/api/v1/openapi.json")])
-        .args([
-            "--checks",
-            "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
-        ])
-        .args(["--max-examples", &examples, "--seed", SEED])
+        .args(["--checks", &checks])
+        .args(["--max-examples", &examples, "--seed", &seed])
         .args(["--workers", "2", "--request-timeout", "30"])
-        .args(["--phases", "examples,coverage,fuzzing"])
+        .args(["--phases", &phases])
         .args(["-H", &format!("Authorization: Bearer {}", org.api_token)])
         .env("NO_COLOR", "1")
         .output()

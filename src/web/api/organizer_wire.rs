@@ -115,7 +115,8 @@ pub struct UpdateTicketTypeRow {
     #[schema(minimum = 0, maximum = 100_000_000)]
     price_minor: Option<i64>,
     #[serde(default)]
-    #[schema(pattern = "^[A-Za-z]{3}$", example = "EUR")]
+    /// A three-letter code, any case; empty means EUR.
+    #[schema(pattern = "^\\s*([A-Za-z]{3})?\\s*$", example = "EUR")]
     currency: Option<String>,
     #[serde(default)]
     #[schema(minimum = 0, maximum = 1_000_000)]
@@ -154,7 +155,8 @@ pub struct UpdateTicketType {
     #[schema(minimum = 0, maximum = 100_000_000)]
     price_minor: Option<i64>,
     #[serde(default)]
-    #[schema(pattern = "^[A-Za-z]{3}$", example = "EUR")]
+    /// A three-letter code, any case; empty means EUR.
+    #[schema(pattern = "^\\s*([A-Za-z]{3})?\\s*$", example = "EUR")]
     currency: Option<String>,
     #[serde(default)]
     #[schema(minimum = 0, maximum = 1_000_000)]
@@ -242,7 +244,8 @@ pub struct CreateTicketType {
     name: String,
     #[schema(minimum = 0, maximum = 100_000_000)]
     price_minor: i64,
-    #[schema(pattern = "^[A-Za-z]{3}$", example = "EUR")]
+    /// A three-letter code, any case; empty means EUR.
+    #[schema(pattern = "^\\s*([A-Za-z]{3})?\\s*$", example = "EUR")]
     currency: String,
     #[schema(minimum = 0, maximum = 1_000_000)]
     capacity: i64,

@@ -51,7 +51,8 @@ pub struct CreateTicketType {
     name: String,
     #[schema(minimum = 0, maximum = 100_000_000)]
     price_minor: i64,
-    #[schema(pattern = "^[A-Za-z]{3}$", example = "EUR")]
+    /// A three-letter code, any case; empty means EUR.
+    #[schema(pattern = "^\\s*([A-Za-z]{3})?\\s*$", example = "EUR")]
     currency: String,
     #[schema(minimum = 0, maximum = 1_000_000)]
     capacity: i64,
