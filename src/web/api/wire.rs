@@ -17,6 +17,16 @@ use crate::{
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "title": "Night of the Stampede",
+    "venue": "Hall 1",
+    "starts_at": "2030-05-01T19:30:00Z",
+    "sale_opens_at": "2030-04-01T10:00:00Z",
+    "status": "draft",
+    "ticket_types": [
+        {"name": "Standing", "price_minor": 2500, "currency": "EUR", "capacity": 500, "max_per_order": 4}
+    ]
+}))]
 pub struct CreateEvent {
     #[schema(min_length = 1, max_length = 200)]
     title: String,
