@@ -296,9 +296,12 @@ pub async fn update(
 
 /// Refuse a limit per buyer lowered below what a buyer already holds, as a
 /// capacity below what is sold is: every buyer stays within the limits
-/// (the invariant the tests check from the tables). Race-free because the
-/// edit has written, and so locked, every ticket type row of the event, and
-/// a purchase locks its ticket type row before it reads either limit.
+/// (the invariant the tests check from the tables). Race-free against the
+/// engine: the edit has written, and so locked, every ticket type row of
+/// the event, and a batch locks its ticket type row before it reads either
+/// limit. The `naive` comparison baseline reads the limits before it locks
+/// the row (at its final UPDATE), so one of its purchases in flight can
+/// still end above a limit lowered at that moment.
 async fn check_holdings(
     tx: &mut sqlx::PgConnection,
     event_id: EventId,
