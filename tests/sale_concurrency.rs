@@ -711,3 +711,113 @@ async fn lowering_capacity_during_a_rush_keeps_the_books_balanced(
         Err(other) => panic!("the edit: {other:?}"),
     }
 }
+
+/// The organizer's edit of the one ticket type (capacity 1,000, one per
+/// order), setting its limit per buyer, through the code the edit page uses.
+async fn set_buyer_limit(pool: &PgPool, fixture: &Fixture, limit: i64) -> Result<(), AppError> {
+    let detail = stampede::db::events::find(pool, fixture.event_id.into())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut input = stampede::domain::EventInput {
+        title: detail.event.title.clone(),
+        description: detail.event.description.clone(),
+        venue: detail.event.venue.clone(),
+        starts_at: stampede::web::views::datetime_local(detail.event.starts_at),
+        sale_opens_at: stampede::web::views::datetime_local(detail.event.sale_opens_at),
+        ..Default::default()
+    };
+    let tt = &detail.ticket_types[0];
+    input.ticket_types.push(stampede::domain::TicketTypeInput {
+        id: Some(tt.id),
+        name: tt.name.clone(),
+        price: "25.00".into(),
+        currency: "EUR".into(),
+        capacity: "1000".into(),
+        max_per_order: "1".into(),
+        max_per_buyer: limit.to_string(),
+        price_is_minor: false,
+    });
+    stampede::db::events::update(
+        pool,
+        fixture.organizer_id.into(),
+        &Default::default(),
+        detail.event.id,
+        &input.parse().unwrap(),
+    )
+    .await
+}
+
+/// One buyer's 20 purchases of a ticket each, through the engine (group
+/// commit, which locks the ticket type row before it reads the limits),
+/// race the organizer lowering the limit per buyer from 20 to 5, for
+/// several rounds. The lowered limit holds (the buyer ends with at most 5)
+/// or the edit is refused naming the field (the buyer already held more):
+/// never both an edit saved and a buyer above it, which the invariants read
+/// from the tables. (The `naive` comparison baseline, which locks the row
+/// at the end, can let one purchase past a limit lowered at that moment.)
+#[sqlx::test]
+async fn lowering_the_limit_per_buyer_during_a_rush_never_leaves_a_buyer_above_it(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let mut outcomes = BTreeSet::new();
+    for _ in 0..5 {
+        let (pool, fixture) = rush(connect.clone(), TicketSpec::new(1000, 1, 20)).await;
+        let tt = fixture.ticket_type_id();
+        let sales = sale::Sales::new(
+            pool.clone(),
+            sale::Strategy::Batch,
+            sale::EngineSettings::default(),
+        );
+        let barrier = Arc::new(Barrier::new(21));
+        let mut purchases = Vec::new();
+        for _ in 0..20 {
+            let (sales, barrier) = (sales.clone(), barrier.clone());
+            purchases.push(tokio::spawn(async move {
+                barrier.wait().await;
+                let key = fresh_key();
+                sales
+                    .purchase(now(), &request(tt, 1, "one@example.org", &key))
+                    .await
+            }));
+        }
+        let edit = {
+            let (pool, barrier, fixture) = (pool.clone(), barrier.clone(), fixture.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                set_buyer_limit(&pool, &fixture, 5).await
+            })
+        };
+        let mut bought = 0;
+        for purchase in purchases {
+            match purchase.await.unwrap() {
+                Ok(Purchase::Created { .. }) => bought += 1,
+                Err(AppError::BuyerLimit { .. }) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        let limit: i32 = sqlx::query_scalar("SELECT max_per_buyer FROM ticket_types WHERE id = $1")
+            .bind(tt)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        match edit.await.unwrap() {
+            Ok(()) => {
+                assert_eq!(limit, 5);
+                assert!(bought <= 5, "bought {bought} under a limit of 5");
+                outcomes.insert("saved");
+            }
+            Err(AppError::Invalid(invalid)) => {
+                assert_eq!(invalid.field, "ticket_types[0].max_per_buyer");
+                assert_eq!(limit, 20);
+                assert!(bought > 5, "refused with only {bought} held");
+                outcomes.insert("refused");
+            }
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+        assert_invariants(&pool).await;
+        pool.close().await;
+    }
+    println!("edit outcomes over the rounds: {outcomes:?}");
+}

@@ -288,8 +288,54 @@ pub async fn update(
             });
         }
     }
+    check_holdings(&mut tx, event_id, new).await?;
     check_quotas(&mut tx, organizer_id, event_id, quotas, false).await?;
     tx.commit().await?;
+    Ok(())
+}
+
+/// Refuse a limit per buyer lowered below what a buyer already holds, as a
+/// capacity below what is sold is: every buyer stays within the limits
+/// (the invariant the tests check from the tables). Race-free against the
+/// engine: the edit has written, and so locked, every ticket type row of
+/// the event, and a batch locks its ticket type row before it reads either
+/// limit. The `naive` comparison baseline reads the limits before it locks
+/// the row (at its final UPDATE), so one of its purchases in flight can
+/// still end above a limit lowered at that moment.
+async fn check_holdings(
+    tx: &mut sqlx::PgConnection,
+    event_id: EventId,
+    new: &NewEvent,
+) -> Result<(), AppError> {
+    let over_type = sqlx::query_file!("sql/events/type_holdings_over_limit.sql", event_id.get())
+        .fetch_optional(&mut *tx)
+        .await?;
+    if let Some(over) = over_type
+        && let Some(tt) = new
+            .ticket_types
+            .iter()
+            .find(|tt| tt.id.map(TicketTypeId::get) == Some(over.id))
+    {
+        return Err(AppError::Invalid(InvalidField::new(
+            format!("ticket_types[{}].max_per_buyer", tt.row),
+            format!(
+                "A buyer already holds {} tickets of \"{}\"; the limit per buyer cannot go below that.",
+                over.held, tt.name
+            ),
+        )));
+    }
+    let over_event =
+        sqlx::query_file_scalar!("sql/events/event_holdings_over_limit.sql", event_id.get())
+            .fetch_one(&mut *tx)
+            .await?;
+    if let Some(held) = over_event {
+        return Err(AppError::Invalid(InvalidField::new(
+            "max_per_buyer",
+            format!(
+                "A buyer already holds {held} tickets of this event; the limit per buyer cannot go below that."
+            ),
+        )));
+    }
     Ok(())
 }
 

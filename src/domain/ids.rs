@@ -10,7 +10,7 @@ macro_rules! id_type {
         $(#[$doc])*
         #[derive(
             Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord,
-            serde::Serialize, serde::Deserialize,
+            serde::Serialize, serde::Deserialize, utoipa::ToSchema,
         )]
         #[serde(transparent)]
         pub struct $name(Uuid);

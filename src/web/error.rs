@@ -7,7 +7,8 @@ use axum::{
     http::{HeaderValue, Uri, header},
     response::{IntoResponse, Response},
 };
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::views;
 use crate::error::AppError;
@@ -38,15 +39,40 @@ pub(super) fn add_headers(err: &AppError, response: &mut Response) {
     }
 }
 
+/// Every JSON API error: `{"error": {"code", "message", "field"}}`. The
+/// OpenAPI document's error schema is derived from these two structs.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody<'a> {
+    error: ErrorDetail<'a>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail<'a> {
+    /// Stable and machine-readable: `invalid`, `not_found`, `unauthorized`,
+    /// `forbidden`, `rate_limited`, `sold_out`, `not_enough_left`,
+    /// `limit_exceeded`, `sale_not_open`, `sale_closed`,
+    /// `idempotency_conflict`, `nonce_conflict`, `already_cancelled`,
+    /// `event_started`, `ticket_type_sold`, `last_ticket_type`,
+    /// `event_cancelled`, `method_not_allowed`, `payload_too_large`,
+    /// `request_timeout`, `overloaded`, `internal`.
+    #[schema(example = "not_found")]
+    code: &'static str,
+    /// For people; it may change.
+    message: String,
+    /// The input field (body field or query parameter) the error is about.
+    #[schema(value_type = Option<String>)]
+    field: Option<&'a str>,
+}
+
 /// The JSON body and headers, without logging.
 fn json_response(err: &AppError) -> Response {
-    let body = json!({
-        "error": {
-            "code": err.code(),
-            "message": err.to_string(),
-            "field": err.field(),
-        }
-    });
+    let body = ErrorBody {
+        error: ErrorDetail {
+            code: err.code(),
+            message: err.to_string(),
+            field: err.field(),
+        },
+    };
     let mut response = (err.status(), Json(body)).into_response();
     add_headers(err, &mut response);
     response

@@ -34,6 +34,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         let bytes = Bytes::from_request(req, state)
             .await
             .map_err(|r| body_rejected(r.status(), r.body_text()))?;
+        // serde reads a struct from an array too (`[null, null]` as its
+        // fields in order); every API body is an object.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(AppError::BadRequest("Send a JSON object as the body.".into()).into());
+        }
         let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(&mut deserializer).map_err(json_error)?;
         deserializer

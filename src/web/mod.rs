@@ -165,6 +165,9 @@ pub fn app(state: AppState) -> Router {
             auth::require_token,
         ));
     let api = Router::new()
+        // The document of every route below, and the page rendering it.
+        .route("/api/v1/openapi.json", get(api::doc::openapi_json))
+        .route("/api/v1/docs", get(api::doc::reference_page))
         .route("/api/v1/events", get(api::list_events))
         .route("/api/v1/events/{id}", get(api::get_event))
         .route(

@@ -21,6 +21,7 @@ mod csrf;
 mod dashboard;
 mod event_cancel;
 mod listing;
+mod openapi;
 mod organizer_api;
 mod organizer_bounds;
 mod organizer_pages;

@@ -381,6 +381,90 @@ async fn a_capacity_raise_adds_to_what_is_left_and_below_sold_is_refused(pool: P
     assert_invariants(&pool).await;
 }
 
+/// Found by the API fuzzer (tests/openapi_fuzz.rs): a limit per buyer
+/// lowered below what a buyer already held was saved, and the table-level
+/// invariant (every buyer within the limits) no longer held.
+#[sqlx::test]
+async fn a_limit_per_buyer_below_what_a_buyer_holds_is_refused(pool: PgPool) {
+    let app = TestApp::spawn(pool.clone()).await;
+    let org = app.organizer("limits@example.org").await;
+    let fixture = owned_published_event(&org, &[TicketSpec::new(20, 2, 5)]).await;
+    let tt = fixture.ticket_type_id();
+    api_buy(&app, tt, 2, "a@example.org").await;
+    api_buy(&app, tt, 1, "a@example.org").await;
+    let event = event_path(&fixture);
+    let tt_path = format!("{event}/ticket-types/{tt}");
+    let limits = |pool: PgPool| async move {
+        sqlx::query_as::<_, (i32, Option<i32>)>(
+            "SELECT t.max_per_buyer, e.max_per_buyer FROM ticket_types t
+             JOIN events e ON e.id = t.event_id WHERE t.id = $1",
+        )
+        .bind(tt)
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+
+    // The ticket type's limit, alone and through the event's update.
+    let resp = send(
+        &org,
+        Method::PATCH,
+        &tt_path,
+        Some(&json!({"max_per_buyer": 2})),
+    )
+    .await;
+    let body = assert_invalid(resp, "max_per_buyer").await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("3 tickets"),
+        "{body}"
+    );
+    let resp = send(
+        &org,
+        Method::PATCH,
+        &event,
+        Some(&json!({"ticket_types": [{"id": tt, "max_per_buyer": 2}]})),
+    )
+    .await;
+    assert_invalid(resp, "ticket_types[0].max_per_buyer").await;
+    // The event's limit across its ticket types.
+    let resp = send(
+        &org,
+        Method::PATCH,
+        &event,
+        Some(&json!({"max_per_buyer": 2})),
+    )
+    .await;
+    assert_invalid(resp, "max_per_buyer").await;
+    assert_eq!(limits(pool.clone()).await, (5, None));
+
+    // Down to exactly what is held: allowed.
+    ok_json(
+        send(
+            &org,
+            Method::PATCH,
+            &tt_path,
+            Some(&json!({"max_per_buyer": 3})),
+        )
+        .await,
+    )
+    .await;
+    ok_json(
+        send(
+            &org,
+            Method::PATCH,
+            &event,
+            Some(&json!({"max_per_buyer": 3})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(limits(pool.clone()).await, (3, Some(3)));
+    assert_invariants(&pool).await;
+}
+
 #[sqlx::test]
 async fn a_ticket_type_is_deleted_only_while_nothing_is_sold(pool: PgPool) {
     let app = TestApp::spawn(pool.clone()).await;

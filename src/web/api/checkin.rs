@@ -8,6 +8,7 @@ use axum::{
 };
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
+use utoipa::ToSchema;
 
 use super::ApiResult;
 use crate::{
@@ -23,21 +24,29 @@ use crate::{
     error::AppError,
     web::{
         AppState,
+        error::ErrorBody,
         extract::{ApiJson, parse_id},
     },
 };
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RedeemRequest {
+    #[schema(min_length = 1, max_length = 64, example = "K7XQ2M9P")]
     code: String,
+    #[schema(min_length = 1, max_length = 60, example = "North gate")]
     door: String,
+    #[schema(
+        pattern = "^[A-Za-z0-9_-]{16,200}$",
+        example = "8d1c2a7e-0b5f-4f0e-a1d2-6c3b9e4f7a10"
+    )]
     nonce: String,
 }
 
 /// The answer to a scan: `result` is the reason code.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct AnswerBody {
+    #[schema(value_type = super::doc::ScanResultName)]
     result: &'static str,
     code: String,
     ticket_type: Option<String>,
@@ -62,6 +71,23 @@ impl From<Answer> for AnswerBody {
 
 /// `POST /api/v1/organizer/events/{id}/check-ins` with `{code, door,
 /// nonce}` → 200 with the answer, whatever its reason code.
+#[utoipa::path(
+    post,
+    path = "/api/v1/organizer/events/{id}/check-ins",
+    tag = "check-in",
+    summary = "Redeem a ticket code at a door",
+    description = "Succeeds (`result`: `ok`) exactly once per ticket. Retrying with the same `nonce` returns the first answer (`replayed`: true).",
+    params(("id" = uuid::Uuid, Path, description = "The event's id")),
+    request_body = RedeemRequest,
+    responses(
+        (status = 200, description = "The answer, whatever its reason code", body = AnswerBody),
+        (status = 400, description = "Not a JSON body", body = ErrorBody),
+        (status = 404, description = "You have no event with this id", body = ErrorBody),
+        (status = 409, description = "The nonce was used for another code (`nonce_conflict`)", body = ErrorBody),
+        (status = 422, description = "A field is invalid; `field` names it", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn redeem(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
@@ -108,7 +134,7 @@ fn param<'q>(params: &'q [(&str, String)], name: &str) -> Option<&'q str> {
         .map(|(_, value)| value.as_str())
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct TicketBody {
     code: String,
     order_id: OrderId,
@@ -121,7 +147,7 @@ pub struct TicketBody {
 }
 
 /// `{"tickets": [...], "next": "after-cursor" | null}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct TicketPageBody {
     tickets: Vec<TicketBody>,
     next: Option<String>,
@@ -151,6 +177,25 @@ impl From<TicketPage> for TicketPageBody {
 /// `GET /api/v1/organizer/events/{id}/tickets?code_prefix=ABCD` (at least
 /// four characters) or `?email=...`, with `after` (a page's `next`) and
 /// `limit` (1–500, default 100).
+#[utoipa::path(
+    get,
+    path = "/api/v1/organizer/events/{id}/tickets",
+    tag = "check-in",
+    summary = "Search an event's tickets by code prefix or email",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+        ("code_prefix" = Option<String>, Query, min_length = 4, description = "The code's first characters (at least four); give this or `email`"),
+        ("email" = Option<String>, Query, description = "The buyer's email; give this or `code_prefix`"),
+        ("after" = Option<String>, Query, description = "The `next` cursor of the previous page"),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 500, description = "Tickets per page (default 100)"),
+    ),
+    responses(
+        (status = 200, description = "A page of tickets", body = TicketPageBody),
+        (status = 404, description = "You have no event with this id", body = ErrorBody),
+        (status = 422, description = "A parameter is invalid, unknown or repeated, or neither or both searches are given; `field` names it", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn search_tickets(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
@@ -192,7 +237,7 @@ pub async fn search_tickets(
     Ok(Json(page.into()))
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct CheckInBody {
     code: String,
     ticket_type: String,
@@ -204,7 +249,7 @@ pub struct CheckInBody {
 
 /// `{"check_ins": [...], "next": cursor | null, "more": bool}`: call again
 /// with `since=next` for what follows (`more` says the page was full).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct CheckInPageBody {
     check_ins: Vec<CheckInBody>,
     next: Option<String>,
@@ -232,6 +277,24 @@ impl From<CheckInPage> for CheckInPageBody {
 }
 
 /// `GET /api/v1/organizer/events/{id}/check-ins?since=CURSOR&limit=N`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/organizer/events/{id}/check-ins",
+    tag = "check-in",
+    summary = "List the check-ins since a cursor",
+    description = "For offline door devices: call again with `since` set to the last page's `next`.",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+        ("since" = Option<String>, Query, description = "The `next` cursor of the previous page"),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 500, description = "Check-ins per page (default 100)"),
+    ),
+    responses(
+        (status = 200, description = "The check-ins after the cursor", body = CheckInPageBody),
+        (status = 404, description = "You have no event with this id", body = ErrorBody),
+        (status = 422, description = "A parameter is invalid, unknown or repeated; `field` names it", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn list_check_ins(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,

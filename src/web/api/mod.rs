@@ -7,6 +7,7 @@ use axum::{
 };
 
 pub mod checkin;
+pub mod doc;
 mod organizer;
 mod organizer_wire;
 mod rate_limit;
@@ -37,6 +38,19 @@ use crate::{
 type ApiResult<T> = Result<T, ApiError>;
 
 /// `POST /api/v1/organizer/events` → 201 with the event and its ticket types.
+#[utoipa::path(
+    post,
+    path = "/api/v1/organizer/events",
+    tag = "organizer",
+    summary = "Create an event with its ticket types",
+    request_body = CreateEvent,
+    responses(
+        (status = 201, description = "The event as created", body = EventBody),
+        (status = 400, description = "Not a JSON body", body = crate::web::error::ErrorBody),
+        (status = 422, description = "A field is invalid, or a quota of the account would be exceeded; `field` names it", body = crate::web::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn create_event(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
@@ -52,6 +66,21 @@ pub async fn create_event(
 
 /// `GET /api/v1/organizer/events[?limit=&after=]`: the caller's own
 /// events, any status, a page at a time; `next` is the cursor of the next.
+#[utoipa::path(
+    get,
+    path = "/api/v1/organizer/events",
+    tag = "organizer",
+    summary = "List your own events, any status",
+    params(
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 500, description = "Events per page (default 100)"),
+        ("after" = Option<String>, Query, description = "The `next` cursor of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of events", body = EventList),
+        (status = 422, description = "A parameter is invalid or unknown; `field` names it", body = crate::web::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn list_own_events(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
@@ -65,6 +94,17 @@ pub async fn list_own_events(
 
 /// `GET /api/v1/events[?after=cursor]`: a page of published upcoming
 /// events, without descriptions; `next` is the cursor of the next page.
+#[utoipa::path(
+    get,
+    path = "/api/v1/events",
+    tag = "public",
+    summary = "List published upcoming events",
+    params(("after" = Option<String>, Query, description = "The `next` cursor of the previous page")),
+    responses(
+        (status = 200, description = "A page of events, without descriptions", body = EventPageBody),
+        (status = 422, description = "`after` is not a cursor of this list", body = crate::web::error::ErrorBody),
+    ),
+)]
 pub async fn list_events(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
@@ -73,6 +113,18 @@ pub async fn list_events(
     Ok(Json(EventPageBody::from(page.as_ref())))
 }
 
+/// `GET /api/v1/events/{id}`: a published event.
+#[utoipa::path(
+    get,
+    path = "/api/v1/events/{id}",
+    tag = "public",
+    summary = "Read a published event",
+    params(("id" = uuid::Uuid, Path, description = "The event's id")),
+    responses(
+        (status = 200, description = "The event with its ticket types", body = EventBody),
+        (status = 404, description = "No published event has this id", body = crate::web::error::ErrorBody),
+    ),
+)]
 pub async fn get_event(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -87,6 +139,25 @@ pub async fn get_event(
 /// `POST /api/v1/orders` → 201 with a new order and, this once, its cancel
 /// secret and cancel URL; 200 with the same order (no secret) when the
 /// buyer's idempotency key was already used for this purchase.
+#[utoipa::path(
+    post,
+    path = "/api/v1/orders",
+    tag = "public",
+    summary = "Buy tickets",
+    description = "Idempotent per `idempotency_key`: sending the same purchase again answers 200 with the same order.",
+    request_body = CreateOrder,
+    responses(
+        (status = 201, description = "A new order, with its cancel secret and cancel URL (shown this once)", body = OrderBody),
+        (status = 200, description = "The order this idempotency key already made", body = OrderBody),
+        (status = 400, description = "Not a JSON body", body = crate::web::error::ErrorBody),
+        (status = 403, description = "The sale is not open (`sale_not_open`, `sale_closed`)", body = crate::web::error::ErrorBody),
+        (status = 404, description = "No ticket type on sale has this id", body = crate::web::error::ErrorBody),
+        (status = 409, description = "Sold out, not enough left, a limit per order or buyer, or the key used for another purchase", body = crate::web::error::ErrorBody),
+        (status = 422, description = "A field is invalid; `field` names it", body = crate::web::error::ErrorBody),
+        (status = 429, description = "Too many purchases from this address or for this email", body = crate::web::error::ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+)]
 pub async fn create_order(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<CreateOrder>,
@@ -114,6 +185,18 @@ pub async fn create_order(
     )
 }
 
+/// `GET /api/v1/orders/{id}`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/orders/{id}",
+    tag = "public",
+    summary = "Read an order",
+    params(("id" = uuid::Uuid, Path, description = "The order's id")),
+    responses(
+        (status = 200, description = "The order (never its cancel secret)", body = OrderBody),
+        (status = 404, description = "No order has this id", body = crate::web::error::ErrorBody),
+    ),
+)]
 pub async fn get_order(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -125,6 +208,22 @@ pub async fn get_order(
 }
 
 /// `POST /api/v1/orders/{id}/cancel?s={cancel_secret}`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/orders/{id}/cancel",
+    tag = "public",
+    summary = "Cancel an order with its cancel secret",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The order's id"),
+        ("s" = String, Query, description = "The cancel secret the creating answer carried"),
+    ),
+    responses(
+        (status = 200, description = "The cancelled order", body = OrderBody),
+        (status = 403, description = "The secret is missing or not this order's", body = crate::web::error::ErrorBody),
+        (status = 404, description = "No order has this id", body = crate::web::error::ErrorBody),
+        (status = 409, description = "Already cancelled, or the event has started", body = crate::web::error::ErrorBody),
+    ),
+)]
 pub async fn cancel_order(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -21,13 +21,14 @@ use crate::{
     auth::CurrentOrganizer,
     db::{self, events::EventDetail},
     domain::{
-        EventId, EventInput, EventStatus, InvalidField, OrderQuery, SalesRange, TicketTypeId,
+        EventId, EventInput, EventStatus, InvalidField, OrderQuery, OrderStatus, SalesRange,
+        TicketTypeId,
     },
     error::AppError,
     sale,
     web::{
         AppState,
-        error::ApiError,
+        error::{ApiError, ErrorBody},
         extract::{ApiJson, parse_id},
     },
 };
@@ -79,7 +80,21 @@ async fn editable(
 }
 
 /// `GET /api/v1/organizer/events/{id}`.
-async fn get_event(
+#[utoipa::path(
+    get,
+    path = "/api/v1/organizer/events/{id}",
+    tag = "organizer",
+    summary = "Read one of your events",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+    ),
+    responses(
+        (status = 200, description = "The event, each ticket type with its availability", body = OrganizerEventBody),
+        (status = 404, description = "You have no event with this id", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn get_event(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -89,7 +104,26 @@ async fn get_event(
 
 /// `PATCH /api/v1/organizer/events/{id}`: the edit page's update, with the
 /// fields sent laid over the stored ones.
-async fn update_event(
+#[utoipa::path(
+    patch,
+    path = "/api/v1/organizer/events/{id}",
+    tag = "organizer",
+    summary = "Change an event",
+    description = "The fields sent replace the stored ones; absent fields stay. Raising a capacity adds to what is left; lowering it below what is sold is refused, naming the row.",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+    ),
+    request_body = UpdateEvent,
+    responses(
+        (status = 200, description = "The event as changed", body = OrganizerEventBody),
+        (status = 400, description = "Not a JSON body", body = ErrorBody),
+        (status = 404, description = "You have no event with this id", body = ErrorBody),
+        (status = 409, description = "The event is cancelled (`event_cancelled`)", body = ErrorBody),
+        (status = 422, description = "A field is invalid, or a capacity or limit per buyer would go below what is sold or held; `field` names it", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn update_event(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -147,7 +181,23 @@ fn rename_field(invalid: InvalidField, rename: &impl Fn(usize) -> Option<String>
 }
 
 /// `POST .../publish`, `.../unpublish`: the dashboard's buttons.
-async fn publish(
+#[utoipa::path(
+    post,
+    path = "/api/v1/organizer/events/{id}/publish",
+    tag = "organizer",
+    summary = "Publish an event",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+    ),
+    responses(
+        (status = 200, description = "The event, published", body = OrganizerEventBody),
+        (status = 404, description = "You have no event with this id", body = ErrorBody),
+        (status = 409, description = "The event is cancelled (`event_cancelled`)", body = ErrorBody),
+        (status = 422, description = "The quota of published events is used up (`field`: `status`)", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn publish(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -155,7 +205,22 @@ async fn publish(
     set_status(&state, &organizer, &id, EventStatus::Published).await
 }
 
-async fn unpublish(
+#[utoipa::path(
+    post,
+    path = "/api/v1/organizer/events/{id}/unpublish",
+    tag = "organizer",
+    summary = "Unpublish an event (back to draft)",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+    ),
+    responses(
+        (status = 200, description = "The event, a draft again", body = OrganizerEventBody),
+        (status = 404, description = "You have no event with this id", body = ErrorBody),
+        (status = 409, description = "The event is cancelled (`event_cancelled`)", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn unpublish(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -178,7 +243,22 @@ async fn set_status(
 
 /// `POST .../cancel`: sales stop and every order is cancelled (the
 /// dashboard's cancel; repeating it finishes an interrupted one).
-async fn cancel_event(
+#[utoipa::path(
+    post,
+    path = "/api/v1/organizer/events/{id}/cancel",
+    tag = "organizer",
+    summary = "Cancel an event and all its orders",
+    description = "Sales stop and every order is cancelled. Repeating it finishes an interrupted cancel.",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+    ),
+    responses(
+        (status = 200, description = "The event, cancelled", body = OrganizerEventBody),
+        (status = 404, description = "You have no event with this id", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn cancel_event(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -190,7 +270,21 @@ async fn cancel_event(
 }
 
 /// `GET .../ticket-types`: each with its live availability.
-async fn list_ticket_types(
+#[utoipa::path(
+    get,
+    path = "/api/v1/organizer/events/{id}/ticket-types",
+    tag = "organizer",
+    summary = "List an event's ticket types with their availability",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+    ),
+    responses(
+        (status = 200, description = "Every ticket type (one page: an event has at most 20)", body = TicketTypeList),
+        (status = 404, description = "You have no event with this id", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn list_ticket_types(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -201,7 +295,25 @@ async fn list_ticket_types(
 }
 
 /// `POST .../ticket-types` → 201: a new row of the edit page.
-async fn create_ticket_type(
+#[utoipa::path(
+    post,
+    path = "/api/v1/organizer/events/{id}/ticket-types",
+    tag = "organizer",
+    summary = "Add a ticket type",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+    ),
+    request_body = CreateTicketType,
+    responses(
+        (status = 201, description = "The new ticket type", body = TicketTypeAvailability),
+        (status = 400, description = "Not a JSON body", body = ErrorBody),
+        (status = 404, description = "You have no event with this id", body = ErrorBody),
+        (status = 409, description = "The event is cancelled (`event_cancelled`)", body = ErrorBody),
+        (status = 422, description = "A field is invalid, or a capacity or limit per buyer would go below what is sold or held; `field` names it", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn create_ticket_type(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -225,7 +337,26 @@ async fn create_ticket_type(
 }
 
 /// `PATCH .../ticket-types/{tt}`: a row of the edit page changed.
-async fn update_ticket_type(
+#[utoipa::path(
+    patch,
+    path = "/api/v1/organizer/events/{id}/ticket-types/{tt}",
+    tag = "organizer",
+    summary = "Change a ticket type",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+        ("tt" = uuid::Uuid, Path, description = "The ticket type's id"),
+    ),
+    request_body = UpdateTicketType,
+    responses(
+        (status = 200, description = "The ticket type as changed", body = TicketTypeAvailability),
+        (status = 400, description = "Not a JSON body", body = ErrorBody),
+        (status = 404, description = "You have no event with this id, or it has no such ticket type", body = ErrorBody),
+        (status = 409, description = "The event is cancelled (`event_cancelled`)", body = ErrorBody),
+        (status = 422, description = "A field is invalid, or a capacity or limit per buyer would go below what is sold or held; `field` names it", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn update_ticket_type(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path((id, tt)): Path<(String, String)>,
@@ -254,7 +385,23 @@ async fn update_ticket_type(
 }
 
 /// `DELETE .../ticket-types/{tt}` → 204, only while nothing is sold.
-async fn delete_ticket_type(
+#[utoipa::path(
+    delete,
+    path = "/api/v1/organizer/events/{id}/ticket-types/{tt}",
+    tag = "organizer",
+    summary = "Delete a ticket type while none is sold",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+        ("tt" = uuid::Uuid, Path, description = "The ticket type's id"),
+    ),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "You have no event with this id, or it has no such ticket type", body = ErrorBody),
+        (status = 409, description = "Tickets of it are sold (`ticket_type_sold`), it is the last one (`last_ticket_type`), or the event is cancelled", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn delete_ticket_type(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path((id, tt)): Path<(String, String)>,
@@ -266,7 +413,28 @@ async fn delete_ticket_type(
 }
 
 /// `GET .../orders?limit=&after=&modified_since=&status=&email=`.
-async fn list_orders(
+#[utoipa::path(
+    get,
+    path = "/api/v1/organizer/events/{id}/orders",
+    tag = "organizer",
+    summary = "List an event's orders",
+    description = "Cursor pagination in the order of each order's last change, so an incremental sync with `modified_since` sees every change once.",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 500, description = "Orders per page (default 100)"),
+        ("after" = Option<String>, Query, description = "The `next` cursor of the previous page"),
+        ("modified_since" = Option<String>, Query, format = DateTime, description = "Only orders created or changed at or after this RFC 3339 instant"),
+        ("status" = Option<OrderStatus>, Query, description = "Only orders with this status"),
+        ("email" = Option<String>, Query, description = "Only orders whose email contains this, any case"),
+    ),
+    responses(
+        (status = 200, description = "A page of orders, oldest change first", body = OrderPageBody),
+        (status = 404, description = "You have no event with this id", body = ErrorBody),
+        (status = 422, description = "A parameter is invalid or unknown; `field` names it", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn list_orders(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -280,7 +448,21 @@ async fn list_orders(
 }
 
 /// `GET /api/v1/organizer/orders/{id}`.
-async fn get_order(
+#[utoipa::path(
+    get,
+    path = "/api/v1/organizer/orders/{id}",
+    tag = "organizer",
+    summary = "Read one of your orders",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The order's id"),
+    ),
+    responses(
+        (status = 200, description = "The order", body = OrganizerOrderBody),
+        (status = 404, description = "No order of your events has this id", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn get_order(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -291,7 +473,22 @@ async fn get_order(
 
 /// `POST /api/v1/organizer/orders/{id}/cancel`: the sale path's cancel; its
 /// tickets come back once (a second cancel is 409 `already_cancelled`).
-async fn cancel_order(
+#[utoipa::path(
+    post,
+    path = "/api/v1/organizer/orders/{id}/cancel",
+    tag = "organizer",
+    summary = "Cancel an order",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The order's id"),
+    ),
+    responses(
+        (status = 200, description = "The cancelled order; its tickets are back on sale", body = OrganizerOrderBody),
+        (status = 404, description = "No order of your events has this id", body = ErrorBody),
+        (status = 409, description = "Already cancelled (`already_cancelled`), or the event has started", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn cancel_order(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -305,7 +502,21 @@ async fn cancel_order(
 }
 
 /// `GET .../stats`: the dashboard's sales table.
-async fn stats(
+#[utoipa::path(
+    get,
+    path = "/api/v1/organizer/events/{id}/stats",
+    tag = "organizer",
+    summary = "Read an event's sales figures",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+    ),
+    responses(
+        (status = 200, description = "Sold, remaining and revenue per ticket type and currency", body = StatsBody),
+        (status = 404, description = "You have no event with this id", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn stats(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -316,7 +527,24 @@ async fn stats(
 }
 
 /// `GET .../stats/sales?from=&to=`: tickets sold per minute.
-async fn sales_per_minute(
+#[utoipa::path(
+    get,
+    path = "/api/v1/organizer/events/{id}/stats/sales",
+    tag = "organizer",
+    summary = "Read tickets sold per minute",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+        ("from" = Option<String>, Query, format = DateTime, description = "Start of the range (RFC 3339)"),
+        ("to" = Option<String>, Query, format = DateTime, description = "End of the range (RFC 3339); at most a day after `from`"),
+    ),
+    responses(
+        (status = 200, description = "Tickets sold in every minute of the range", body = SalesSeriesBody),
+        (status = 404, description = "You have no event with this id", body = ErrorBody),
+        (status = 422, description = "A parameter is invalid or unknown; `field` names it", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn sales_per_minute(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
+use utoipa::ToSchema;
 
 use crate::{
     db::{
@@ -70,45 +71,61 @@ fn number(n: Option<i64>) -> String {
 /// `PATCH /api/v1/organizer/events/{id}`: the fields to change; absent ones
 /// stay. `status` is not here: publish, unpublish and cancel are their own
 /// operations. New ticket types are `POST .../ticket-types`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateEvent {
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
     title: Option<String>,
     #[serde(default)]
+    #[schema(max_length = 10000)]
     description: Option<String>,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
     venue: Option<String>,
     #[serde(default)]
+    #[schema(format = DateTime)]
     starts_at: Option<String>,
     #[serde(default)]
+    #[schema(format = DateTime)]
     sale_opens_at: Option<String>,
     /// `null`: the sale closes when the event starts.
     #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     sale_closes_at: Option<Option<String>>,
     /// `null`: no limit per buyer across the ticket types.
     #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<i64>)]
+    #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<Option<i64>>,
     /// Changes to existing ticket types, each named by its `id`.
     #[serde(default)]
+    #[schema(max_items = 20)]
     ticket_types: Vec<UpdateTicketTypeRow>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateTicketTypeRow {
     id: TicketTypeId,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 100)]
     name: Option<String>,
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 100_000_000)]
     price_minor: Option<i64>,
     #[serde(default)]
+    /// A three-letter code, any case; empty means EUR.
+    #[schema(pattern = "^\\s*([A-Za-z]{3})?\\s*$", example = "EUR")]
     currency: Option<String>,
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 1_000_000)]
     capacity: Option<i64>,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
     max_per_order: Option<i64>,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<i64>,
 }
 
@@ -128,20 +145,27 @@ impl UpdateTicketTypeRow {
 /// `PATCH .../ticket-types/{id}` (and a row of an event's update): the
 /// fields to change. A new capacity adds its difference to what is left;
 /// below what is sold, it is refused.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateTicketType {
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 100)]
     name: Option<String>,
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 100_000_000)]
     price_minor: Option<i64>,
     #[serde(default)]
+    /// A three-letter code, any case; empty means EUR.
+    #[schema(pattern = "^\\s*([A-Za-z]{3})?\\s*$", example = "EUR")]
     currency: Option<String>,
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 1_000_000)]
     capacity: Option<i64>,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
     max_per_order: Option<i64>,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<i64>,
 }
 
@@ -213,16 +237,23 @@ impl UpdateEvent {
 }
 
 /// `POST .../ticket-types`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTicketType {
+    #[schema(min_length = 1, max_length = 100)]
     name: String,
+    #[schema(minimum = 0, maximum = 100_000_000)]
     price_minor: i64,
+    /// A three-letter code, any case; empty means EUR.
+    #[schema(pattern = "^\\s*([A-Za-z]{3})?\\s*$", example = "EUR")]
     currency: String,
+    #[schema(minimum = 0, maximum = 1_000_000)]
     capacity: i64,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
     max_per_order: Option<i64>,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<i64>,
 }
 
@@ -243,7 +274,7 @@ impl CreateTicketType {
 
 /// An event as its organizer sees it, each ticket type with its live
 /// availability.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct OrganizerEventBody {
     id: EventId,
     title: String,
@@ -255,6 +286,7 @@ pub struct OrganizerEventBody {
     sale_opens_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
     sale_closes_at: Option<OffsetDateTime>,
+    #[schema(value_type = super::doc::EventStatusName)]
     status: &'static str,
     max_per_buyer: Option<i32>,
     ticket_types: Vec<TicketTypeAvailability>,
@@ -279,7 +311,7 @@ impl From<EventDetail> for OrganizerEventBody {
 }
 
 /// A ticket type with what is sold and left, read from its row.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct TicketTypeAvailability {
     id: TicketTypeId,
     name: String,
@@ -313,7 +345,7 @@ impl From<TicketType> for TicketTypeAvailability {
 
 /// `{"ticket_types": [...], "next": null}`: an event has at most 20 ticket
 /// types, so the list is always one page.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct TicketTypeList {
     ticket_types: Vec<TicketTypeAvailability>,
     next: Option<String>,
@@ -328,7 +360,7 @@ impl From<Vec<TicketType>> for TicketTypeList {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct OrganizerOrderBody {
     id: OrderId,
     event_id: EventId,
@@ -369,7 +401,7 @@ impl From<SyncOrder> for OrganizerOrderBody {
 }
 
 /// `{"orders": [...], "next": "cursor" | null}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct OrderPageBody {
     orders: Vec<OrganizerOrderBody>,
     next: Option<String>,
@@ -384,7 +416,7 @@ impl OrderPageBody {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct MoneyBody {
     currency: String,
     amount_minor: i64,
@@ -399,7 +431,7 @@ impl From<Revenue> for MoneyBody {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct TicketTypeStats {
     id: TicketTypeId,
     name: String,
@@ -410,7 +442,7 @@ pub struct TicketTypeStats {
     revenue: Vec<MoneyBody>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct TotalStats {
     capacity: i64,
     sold: i64,
@@ -419,7 +451,7 @@ pub struct TotalStats {
 }
 
 /// `GET .../stats`: the dashboard's sales table.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct StatsBody {
     event_id: EventId,
     ticket_types: Vec<TicketTypeStats>,
@@ -451,7 +483,7 @@ impl StatsBody {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct MinuteBody {
     #[serde(with = "time::serde::rfc3339")]
     at: OffsetDateTime,
@@ -459,7 +491,7 @@ pub struct MinuteBody {
 }
 
 /// `GET .../stats/sales`: tickets sold per minute, every minute of the range.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct SalesSeriesBody {
     event_id: EventId,
     #[serde(with = "time::serde::rfc3339")]

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
+use utoipa::ToSchema;
 
 use crate::{
     db::events::{EventDetail, TicketType},
@@ -14,35 +15,62 @@ use crate::{
     web::list_cache::EventPage,
 };
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "title": "Night of the Stampede",
+    "venue": "Hall 1",
+    "starts_at": "2030-05-01T19:30:00Z",
+    "sale_opens_at": "2030-04-01T10:00:00Z",
+    "status": "draft",
+    "ticket_types": [
+        {"name": "Standing", "price_minor": 2500, "currency": "EUR", "capacity": 500, "max_per_order": 4}
+    ]
+}))]
 pub struct CreateEvent {
+    #[schema(min_length = 1, max_length = 200)]
     title: String,
     #[serde(default)]
+    #[schema(max_length = 10000)]
     description: String,
+    #[schema(min_length = 1, max_length = 200)]
     venue: String,
+    #[schema(format = DateTime)]
     starts_at: String,
+    #[schema(format = DateTime)]
     sale_opens_at: String,
     #[serde(default)]
+    #[schema(format = DateTime)]
     sale_closes_at: Option<String>,
+    /// `draft` (the default) or `published`.
     #[serde(default)]
+    #[schema(pattern = "^\\s*(draft|published)?\\s*$")]
     status: Option<String>,
     /// Per buyer across all ticket types; absent or null for no limit.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<i64>,
+    #[schema(min_items = 1, max_items = 20)]
     ticket_types: Vec<CreateTicketType>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTicketType {
+    #[schema(min_length = 1, max_length = 100)]
     name: String,
+    #[schema(minimum = 0, maximum = 100_000_000)]
     price_minor: i64,
+    /// A three-letter code, any case; empty means EUR.
+    #[schema(pattern = "^\\s*([A-Za-z]{3})?\\s*$", example = "EUR")]
     currency: String,
+    #[schema(minimum = 0, maximum = 1_000_000)]
     capacity: i64,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
     max_per_order: Option<i64>,
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<i64>,
 }
 
@@ -76,17 +104,23 @@ impl CreateEvent {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateOrder {
     pub ticket_type_id: TicketTypeId,
+    #[schema(minimum = 1, maximum = 100)]
     pub quantity: i64,
+    #[schema(format = Email, max_length = 254)]
     pub email: String,
+    #[schema(
+        pattern = "^[A-Za-z0-9_-]{16,200}$",
+        example = "3b0f0c7e-6a52-4d8e-9d44-2f8f0f1b9c11"
+    )]
     pub idempotency_key: String,
 }
 
 /// An event with its ticket types.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct EventBody {
     id: EventId,
     title: String,
@@ -98,12 +132,13 @@ pub struct EventBody {
     sale_opens_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
     sale_closes_at: Option<OffsetDateTime>,
+    #[schema(value_type = super::doc::EventStatusName)]
     status: &'static str,
     max_per_buyer: Option<i32>,
     ticket_types: Vec<TicketTypeBody>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct TicketTypeBody {
     id: TicketTypeId,
     name: String,
@@ -150,7 +185,7 @@ impl From<TicketType> for TicketTypeBody {
 
 /// An event in a list: no description (lists stay small however long
 /// descriptions are; `GET /api/v1/events/{id}` has it).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct EventSummary {
     id: EventId,
     title: String,
@@ -161,6 +196,7 @@ pub struct EventSummary {
     sale_opens_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
     sale_closes_at: Option<OffsetDateTime>,
+    #[schema(value_type = super::doc::EventStatusName)]
     status: &'static str,
     max_per_buyer: Option<i32>,
     ticket_types: Vec<TicketTypeBody>,
@@ -189,7 +225,7 @@ impl From<&EventDetail> for EventSummary {
 }
 
 /// `{"events": [...], "next": "cursor" | null}`: one page of the public list.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct EventPageBody {
     events: Vec<EventSummary>,
     next: Option<String>,
@@ -205,7 +241,7 @@ impl From<&EventPage> for EventPageBody {
 }
 
 /// `{"events": [...], "next": "cursor" | null}`: a page of the organizer's own.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct EventList {
     events: Vec<EventBody>,
     next: Option<String>,
@@ -220,7 +256,7 @@ impl EventList {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct OrderBody {
     id: OrderId,
     ticket_type_id: TicketTypeId,

@@ -77,6 +77,13 @@ pub fn settings(
             section.card {
                 h2 { "API tokens" }
                 p { "Scripts call " code { "/api/v1/organizer/…" } " with " code { "Authorization: Bearer <token>" } "." }
+                p {
+                    "Every operation is in the "
+                    a href="/api/v1/docs" { "API reference" }
+                    " and in the OpenAPI document, "
+                    a href="/api/v1/openapi.json" { code { "/api/v1/openapi.json" } }
+                    "."
+                }
                 @if let Some(token) = new_token {
                     div.notice.success role="status" {
                         p { strong { "Your new token — copy it now, it will not be shown again:" } }

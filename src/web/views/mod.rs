@@ -2,6 +2,7 @@
 //! `PreEscaped`.
 
 pub mod account;
+pub mod api_docs;
 mod chart;
 pub mod dashboard;
 pub mod door;
