@@ -9,6 +9,7 @@
 //! - [`db`]: every other query.
 //! - [`auth`]: passwords and API tokens.
 //! - [`web`]: axum handlers, maud views, the JSON API; [`app`] builds the router.
+//! - [`waiting_room`]: the per-event queue, its shuffle, admission and passes.
 //! - [`outbox`]: the relay that publishes the outbox to RabbitMQ.
 //! - [`server`]: the accept loop and per-connection limits that serve it.
 
@@ -23,6 +24,7 @@ pub mod outbox;
 pub mod sale;
 pub mod server;
 pub mod telemetry;
+pub mod waiting_room;
 pub mod web;
 
 pub use web::{AppState, app};

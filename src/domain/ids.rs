@@ -70,3 +70,7 @@ id_type!(
     /// A staff link to the scanner of one event (`door_links.id`).
     DoorLinkId
 );
+id_type!(
+    /// A buyer's place in an event's waiting room (`queue_entries.id`).
+    QueueEntryId
+);

@@ -31,7 +31,7 @@ pub use event::{
 };
 pub use format::{decimal_price, format_price, format_time};
 pub use idempotency::{CancelSecret, IdempotencyKey, MAX_KEY_CHARS, MIN_KEY_CHARS};
-pub use ids::{ApiTokenId, DoorLinkId, EventId, OrderId, OrganizerId, TicketTypeId};
+pub use ids::{ApiTokenId, DoorLinkId, EventId, OrderId, OrganizerId, QueueEntryId, TicketTypeId};
 pub use listing::{EVENTS_PER_PAGE, EventCursor, Quotas};
 pub use money::{Currency, Money};
 pub use order_search::{
