@@ -46,7 +46,7 @@ const MAX_CATCH_UP: time::Duration = time::Duration::seconds(10);
 
 /// The advisory lock the admitter holds for one tick (transaction level,
 /// so PgBouncer in transaction mode keeps it working).
-const ADMITTER_LOCK: i64 = 0x5374_616d_7065_6465; // "Stampede"
+pub const ADMITTER_LOCK: i64 = 0x5374_616d_7065_6465; // "Stampede"
 
 /// What the organizer sets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -617,7 +617,8 @@ pub async fn tick(db: &PgPool, now: OffsetDateTime) -> Result<Option<u64>, AppEr
         };
         let clock = plan.clock_after(admitted, now);
         sqlx::query!(
-            "UPDATE waiting_rooms SET admit_clock = $2 WHERE event_id = $1",
+            // Never backwards.
+            "UPDATE waiting_rooms SET admit_clock = greatest(admit_clock, $2) WHERE event_id = $1",
             room.event_id,
             clock,
         )
@@ -674,13 +675,11 @@ struct Plan {
 
 impl Bucket {
     fn plan(self, now: OffsetDateTime, active: i64) -> Plan {
-        let clock = self
-            .clock
-            .unwrap_or(self.opened_at)
-            .max(now - MAX_CATCH_UP)
-            .min(now);
+        // Another instance may have ticked with a later `now` (clocks
+        // differ a little): then the clock is ahead and there is no credit.
+        let clock = self.clock.unwrap_or(self.opened_at).max(now - MAX_CATCH_UP);
         let credit = self.per_minute.map(|rate| {
-            let elapsed_ms = (now - clock).whole_milliseconds();
+            let elapsed_ms = (now - clock).whole_milliseconds().max(0);
             i64::try_from(elapsed_ms * i128::from(rate) / 60_000).unwrap_or(0)
         });
         let room = self.max_active.map(|cap| (i64::from(cap) - active).max(0));
@@ -710,7 +709,7 @@ impl Plan {
                 self.clock + time::Duration::milliseconds(used_ms)
             }
             (Some(_), Some(0)) => self.clock,
-            _ => now,
+            _ => now.max(self.clock),
         }
     }
 }
@@ -752,6 +751,18 @@ mod tests {
         assert_eq!(capped.plan(late, 3).admit, 2);
         assert_eq!(capped.plan(late, 9).admit, 0);
         assert_eq!(bucket.plan(late, 0).clock_after(0, late), late);
+        // A tick with an earlier `now` than the clock admits nothing and
+        // leaves the clock where it is.
+        let ahead = Bucket {
+            clock: Some(late),
+            ..bucket
+        };
+        let behind = ahead.plan(late - time::Duration::seconds(3), 0);
+        assert_eq!(behind.admit, 0);
+        assert_eq!(
+            behind.clock_after(0, late - time::Duration::seconds(3)),
+            late
+        );
     }
 
     #[test]
