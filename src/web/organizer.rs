@@ -97,6 +97,10 @@ async fn room_form_of(state: &AppState, event_id: EventId) -> Result<RoomForm, A
         .map(|r| r.settings.clone())
         .unwrap_or_default();
     let opt = |v: Option<i32>| v.map(|v| v.to_string()).unwrap_or_default();
+    let figures = match &room {
+        Some(_) => Some(waiting_room::figures(&state.db, event_id, state.clock.now()).await?),
+        None => None,
+    };
     Ok(RoomForm {
         enabled: settings.enabled,
         prequeue_minutes: settings.prequeue_minutes.to_string(),
@@ -105,6 +109,7 @@ async fn room_form_of(state: &AppState, event_id: EventId) -> Result<RoomForm, A
         pass_minutes: settings.pass_minutes.to_string(),
         paused: settings.paused,
         commitment: room.map(|r| r.commitment_hex()),
+        figures,
         error: None,
     })
 }
@@ -143,6 +148,7 @@ pub async fn update_room(
         pass_minutes: fields.get("pass_minutes").to_owned(),
         paused: fields.get("paused") == "on",
         commitment: saved.commitment,
+        figures: saved.figures,
         error: Some(FormError::from_app(&err)),
     };
     let input = input_from(&detail);

@@ -10,6 +10,7 @@ pub mod checkin;
 mod organizer;
 mod organizer_wire;
 mod rate_limit;
+mod waiting_room;
 mod wire;
 
 pub use organizer::routes as organizer_routes;

@@ -58,6 +58,8 @@ pub struct RoomForm {
     pub pass_minutes: String,
     pub paused: bool,
     pub commitment: Option<String>,
+    /// Live: waiting, admitted so far, passes neither spent nor expired.
+    pub figures: Option<crate::waiting_room::RoomFigures>,
     pub error: Option<FormError>,
 }
 
@@ -94,6 +96,9 @@ fn room_form(ctx: &PageContext, id: EventId, room: &RoomForm) -> Markup {
             label.choice {
                 input type="checkbox" name="paused" value="on" checked[room.paused];
                 " Admission paused"
+            }
+            @if let Some(f) = &room.figures {
+                p.figures { "In the queue: " strong { (f.waiting) } " · admitted so far: " strong { (f.admitted) } " · live passes: " strong { (f.active_passes) } }
             }
             @if let Some(commitment) = &room.commitment {
                 p.hint { "Shuffle commitment (SHA-256 of the seed): " code { (commitment) } }
