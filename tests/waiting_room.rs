@@ -728,6 +728,26 @@ async fn a_browser_joins_waits_is_admitted_and_buys_once(pool: PgPool) {
     // Another browser, without a pass, sees no form.
     let stranger = text(&browser(), app.url(&format!("/events/{event_id}"))).await;
     assert!(!stranger.contains(&tt));
+    // The first join after the opening shuffled the (empty) pre-queue:
+    // the seed is public.
+    let room = waiting_room::load(&pool, EventId::from(event_id))
+        .await
+        .unwrap()
+        .unwrap();
+    let seed = room.revealed_seed_hex().unwrap();
+    assert!(stranger.contains(&seed), "the event page reveals the seed");
+    assert!(stranger.contains(&room.commitment_hex()));
+    let published: Value = buyer
+        .get(app.url(&format!("/events/{event_id}/queue/prequeue.json")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(published["seed"], seed.as_str());
+    // This buyer came after the opening: queued by arrival, not in the pre-queue.
+    assert_eq!(published["entries"], json!([]));
 }
 
 #[sqlx::test]
@@ -826,4 +846,39 @@ async fn the_organizer_sets_the_room_on_the_edit_page(pool: PgPool) {
         .unwrap()
         .unwrap();
     assert!(room.settings.enabled && room.settings.prequeue_minutes == 20);
+}
+
+#[sqlx::test]
+async fn one_client_address_holds_a_bounded_number_of_entries(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 2, 2)]).await;
+    let event_id = EventId::from(fixture.event_id);
+    waiting_room::save(&pool, event_id, &settings(60))
+        .await
+        .unwrap();
+    let rooms = Rooms::new(RoomKey::random(), 3);
+    let at = now();
+    let join = |ip: &str| {
+        let ip: std::net::IpAddr = ip.parse().unwrap();
+        let (pool, rooms) = (pool.clone(), rooms.clone());
+        async move { waiting_room::join(&pool, &rooms, event_id, None, Some(ip), at).await }
+    };
+    for ip in ["2001:db8::1", "2001:db8::2", "2001:db8::ffff"] {
+        join(ip).await.unwrap();
+    }
+    // The same /64 is the same client.
+    let refused = join("2001:db8::9").await;
+    assert!(
+        matches!(
+            refused,
+            Err(stampede::error::AppError::TooManyEntries { max: 3 })
+        ),
+        "{refused:?}"
+    );
+    join("2001:db8:0:1::1").await.unwrap();
+    join("192.0.2.7").await.unwrap();
+    let entries: i64 = sqlx::query_scalar("SELECT count(*) FROM queue_entries")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(entries, 5);
 }

@@ -240,7 +240,17 @@ impl Rooms {
         &self,
         db: &PgPool,
         event_id: EventId,
+        now: OffsetDateTime,
     ) -> Result<Option<Arc<Room>>, AppError> {
+        // Past the opening but not yet seen shuffled: read again, so that
+        // the seed shows as soon as it is drawn (a read per view until
+        // then, which the admitter's next tick ends).
+        if let Some(Some(room)) = self.by_event.get(&event_id).await
+            && room.shuffled_at.is_none()
+            && now >= room.sale_opens_at
+        {
+            self.by_event.invalidate(&event_id).await;
+        }
         self.by_event
             .try_get_with(event_id, async {
                 Ok::<_, AppError>(

@@ -77,7 +77,11 @@ pub async fn event(
         ..BuyForm::default()
     };
     let now = state.clock.now();
-    let room = state.sales.rooms().active(&state.db, event_id).await?;
+    let room = state
+        .sales
+        .rooms()
+        .active(&state.db, event_id, state.clock.now())
+        .await?;
     let gate = room
         .as_deref()
         .map(|room| room_gate(&state, &headers, room, now));
@@ -158,7 +162,11 @@ pub async fn buy(
         form.idempotency_key = IdempotencyKey::generate().as_str().to_owned();
     }
     form.error = Some(FormError::from_app(&err));
-    let room = state.sales.rooms().active(&state.db, event_id).await?;
+    let room = state
+        .sales
+        .rooms()
+        .active(&state.db, event_id, state.clock.now())
+        .await?;
     let gate = room
         .as_deref()
         .map(|room| room_gate(&state, &headers, room, now));

@@ -84,7 +84,7 @@ async fn active_room(
     state
         .sales
         .rooms()
-        .active(&state.db, event_id)
+        .active(&state.db, event_id, state.clock.now())
         .await?
         .ok_or(AppError::NotFound)
 }

@@ -74,7 +74,7 @@ pub async fn list_events(
         if state
             .sales
             .rooms()
-            .active(&state.db, event_id)
+            .active(&state.db, event_id, state.clock.now())
             .await?
             .is_some()
         {
@@ -101,7 +101,7 @@ pub async fn get_event(
     if state
         .sales
         .rooms()
-        .active(&state.db, event_id)
+        .active(&state.db, event_id, state.clock.now())
         .await?
         .is_some()
     {
