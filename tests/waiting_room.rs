@@ -882,3 +882,50 @@ async fn one_client_address_holds_a_bounded_number_of_entries(pool: PgPool) {
         .unwrap();
     assert_eq!(entries, 5);
 }
+
+#[sqlx::test]
+async fn nobody_joins_a_draft_a_room_that_is_off_or_a_queue_not_open_yet(pool: PgPool) {
+    let rooms = Rooms::new(RoomKey::random(), 10);
+    let at = now();
+    let join = |event_id: EventId| {
+        let (pool, rooms) = (pool.clone(), rooms.clone());
+        async move { waiting_room::join(&pool, &rooms, event_id, None, None, at).await }
+    };
+    let specs = [TicketSpec::new(10, 2, 2)];
+
+    let draft = event_with_window(&pool, at - Duration::hours(1), None, "draft", &specs).await;
+    let draft = EventId::from(draft.event_id);
+    waiting_room::save(&pool, draft, &settings(60))
+        .await
+        .unwrap();
+    assert!(matches!(
+        join(draft).await,
+        Err(stampede::error::AppError::NotFound)
+    ));
+
+    let off = EventId::from(published_event(&pool, &specs).await.event_id);
+    waiting_room::save(&pool, off, &RoomSettings::default())
+        .await
+        .unwrap();
+    assert!(matches!(
+        join(off).await,
+        Err(stampede::error::AppError::NotFound)
+    ));
+
+    // The pre-queue opens 15 minutes before a sale that opens in an hour.
+    let early = event_with_window(&pool, at + Duration::hours(1), None, "published", &specs).await;
+    let early = EventId::from(early.event_id);
+    waiting_room::save(&pool, early, &settings(60))
+        .await
+        .unwrap();
+    assert!(matches!(
+        join(early).await,
+        Err(stampede::error::AppError::Forbidden(_))
+    ));
+
+    let entries: i64 = sqlx::query_scalar("SELECT count(*) FROM queue_entries")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(entries, 0);
+}

@@ -81,6 +81,9 @@ pub struct Room {
     pub commitment: Vec<u8>,
     pub shuffled_at: Option<OffsetDateTime>,
     pub sale_opens_at: OffsetDateTime,
+    /// The event is published (not a draft, not cancelled): only then can
+    /// anyone join.
+    pub published: bool,
 }
 
 impl Room {
@@ -121,7 +124,8 @@ pub fn shuffle_order(seed: &[u8], mut entries: Vec<uuid::Uuid>) -> Vec<uuid::Uui
 pub async fn load(db: &PgPool, event_id: EventId) -> Result<Option<Room>, AppError> {
     let row = sqlx::query!(
         r#"SELECT w.enabled, w.prequeue_minutes, w.admit_per_minute, w.max_active, w.pass_minutes,
-                  w.paused, w.seed, w.seed_sha256, w.shuffled_at, e.sale_opens_at
+                  w.paused, w.seed, w.seed_sha256, w.shuffled_at, e.sale_opens_at,
+                  e.status = 'published' AS "published!"
            FROM waiting_rooms w JOIN events e ON e.id = w.event_id
            WHERE w.event_id = $1"#,
         event_id.get(),
@@ -142,6 +146,7 @@ pub async fn load(db: &PgPool, event_id: EventId) -> Result<Option<Room>, AppErr
         commitment: row.seed_sha256,
         shuffled_at: row.shuffled_at,
         sale_opens_at: row.sale_opens_at,
+        published: row.published,
     }))
 }
 
@@ -320,7 +325,7 @@ pub async fn join(
 ) -> Result<Joined, AppError> {
     let room = load(db, event_id)
         .await?
-        .filter(|room| room.settings.enabled)
+        .filter(|room| room.settings.enabled && room.published)
         .ok_or(AppError::NotFound)?;
     if now < room.prequeue_opens_at() {
         return Err(AppError::Forbidden(
