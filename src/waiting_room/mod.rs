@@ -564,7 +564,8 @@ pub async fn pass_for(
     }
 }
 
-/// One admission tick across all rooms whose sale has opened. `None`: another
+/// One admission tick across all rooms whose sale is open (not before,
+/// not after it closed). `None`: another
 /// admitter holds the lock (this instance stands by); otherwise how many
 /// entries this tick admitted. Idempotent and safe with any number of
 /// instances calling it at once.
@@ -583,7 +584,8 @@ pub async fn tick(db: &PgPool, now: OffsetDateTime) -> Result<Option<u64>, AppEr
         r#"SELECT w.event_id, w.admit_per_minute, w.max_active, w.pass_minutes, w.admit_clock,
                   w.shuffled_at IS NOT NULL AS "shuffled!", e.sale_opens_at
            FROM waiting_rooms w JOIN events e ON e.id = w.event_id
-           WHERE w.enabled AND NOT w.paused AND e.status = 'published' AND e.sale_opens_at <= $1
+           WHERE w.enabled AND NOT w.paused
+             AND sale_open(e.status, e.sale_opens_at, e.sale_closes_at, e.starts_at, $1)
            ORDER BY w.event_id
            FOR UPDATE OF w"#,
         now,
