@@ -765,6 +765,11 @@ async fn the_organizer_sets_the_room_on_the_edit_page(pool: PgPool) {
         .unwrap();
     assert!(edit.contains("Waiting room on"));
 
+    // Bought without a room: this instance remembers "no room" for the type...
+    let tt = fixture.ticket_type_id();
+    let (status, body) = order(&app, tt, &Uuid::new_v4().to_string(), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
     let path = format!("/organizer/events/{event_id}/waiting-room");
     // A bad field comes back named, filled in; nothing saved.
     let refused = org
@@ -801,6 +806,11 @@ async fn the_organizer_sets_the_room_on_the_edit_page(pool: PgPool) {
         )
         .await;
     assert_eq!(saved.status(), StatusCode::SEE_OTHER);
+    // ...and forgets it when the room is switched on here: no pass, no sale.
+    let (status, body) = order(&app, tt, &Uuid::new_v4().to_string(), None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["error"]["code"], "pass_required");
+    assert_eq!(order_count(&pool).await, 1);
     let room = waiting_room::load(&pool, EventId::from(event_id))
         .await
         .unwrap()

@@ -273,17 +273,10 @@ impl Rooms {
     /// organizer changed it here).
     pub async fn forget(&self, event_id: EventId) {
         self.by_event.invalidate(&event_id).await;
-        // Rare: a scan of the ticket types' entries is fine.
-        let behind: Vec<TicketTypeId> = self
-            .by_ticket_type
-            .iter()
-            .filter(|(_, event)| *event == Some(event_id))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in behind {
-            self.by_ticket_type.invalidate(&id).await;
-        }
-        self.by_ticket_type.run_pending_tasks().await;
+        // Which ticket types are the event's is not kept for events without
+        // a room (their entry is `None`): forget them all. Organizers'
+        // changes are rare; each type costs one read in the next second.
+        self.by_ticket_type.invalidate_all();
     }
 
     /// A keyed hash of the client's address (IPv4, or IPv6 /64).
