@@ -452,7 +452,8 @@ impl Purchase {
 }
 
 /// One purchase in a transaction of its own (the `naive` strategy), for
-/// callers without a [`Sales`]: tests and tools.
+/// callers without a [`Sales`]: tests and tools. It checks no waiting-room
+/// pass (that is [`Sales::purchase`]'s door); it writes `queue_entry` as given.
 pub async fn purchase(
     db: &PgPool,
     now: OffsetDateTime,
