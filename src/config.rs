@@ -319,6 +319,29 @@ pub struct ServeArgs {
     )]
     pub api_requests_per_minute: u32,
 
+    /// The key that signs waiting-room passes and entry tokens (at least 32
+    /// characters). Every instance of one deployment must share it: unset,
+    /// each process draws its own at start (with a warning), and a pass
+    /// from one instance is refused by the others.
+    #[arg(
+        long,
+        env = "STAMPEDE_WAITING_ROOM_KEY",
+        hide_env_values = true,
+        global = true
+    )]
+    pub waiting_room_key: Option<String>,
+
+    /// Waiting-room entries one client address (IPv6: one /64) may hold per
+    /// event; beyond, 429.
+    #[arg(
+        long,
+        env = "STAMPEDE_WAITING_ROOM_ENTRIES_PER_CLIENT",
+        default_value_t = crate::waiting_room::DEFAULT_ENTRIES_PER_CLIENT,
+        value_parser = clap::value_parser!(u32).range(1..),
+        global = true
+    )]
+    pub waiting_room_entries_per_client: u32,
+
     /// Milliseconds a page of the public event list (`/`, `/api/v1/events`)
     /// is served from memory, shared by all requests; 0 turns it off.
     #[arg(

@@ -65,6 +65,17 @@ pub enum AppError {
     RequestTimeout,
     #[error("Stampede is very busy right now; please try again in a moment.")]
     Overloaded,
+    // The waiting room (src/waiting_room): purchases of a queued event need a pass.
+    #[error("This event has a waiting room: join the queue, and buy once you are let in.")]
+    PassRequired,
+    #[error("Your turn to buy has expired; join the queue again.")]
+    PassExpired,
+    #[error("This pass is not valid for this event; join the queue for it.")]
+    PassInvalid,
+    #[error("This pass was already used for an order; each turn in the queue buys once.")]
+    PassSpent,
+    #[error("At most {max} places in this queue per network address.")]
+    TooManyEntries { max: u32 },
     #[error("Something went wrong on our side; please try again.")]
     Internal(#[source] anyhow::Error),
 }
@@ -95,6 +106,10 @@ impl AppError {
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            Self::PassRequired | Self::PassExpired | Self::PassInvalid | Self::PassSpent => {
+                StatusCode::FORBIDDEN
+            }
+            Self::TooManyEntries { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -125,6 +140,11 @@ impl AppError {
             Self::PayloadTooLarge => "payload_too_large",
             Self::RequestTimeout => "request_timeout",
             Self::Overloaded => "overloaded",
+            Self::PassRequired => "pass_required",
+            Self::PassExpired => "pass_expired",
+            Self::PassInvalid => "pass_invalid",
+            Self::PassSpent => "pass_spent",
+            Self::TooManyEntries { .. } => "queue_entries_limit",
             Self::Internal(_) => "internal",
         }
     }
@@ -193,6 +213,24 @@ fn constraint_error(name: &str) -> Option<AppError> {
         "orders_quantity_positive" => invalid("quantity", "Choose at least 1 ticket."),
         "orders_buyer_idempotency_key" => Some(AppError::IdempotencyConflict),
         "orders_ticket_type_id_fkey" => Some(AppError::NotFound),
+        "orders_queue_entry_once" => Some(AppError::PassSpent),
+        "waiting_rooms_prequeue_minutes_range" => invalid(
+            "prequeue_minutes",
+            "The pre-queue opens between 0 and 1440 minutes before the sale.",
+        ),
+        "waiting_rooms_admit_per_minute_positive" => {
+            invalid("admit_per_minute", "Admit at least 1 buyer per minute.")
+        }
+        "waiting_rooms_max_active_positive" => {
+            invalid("max_active", "The cap must be at least 1 buyer.")
+        }
+        "waiting_rooms_pass_minutes_range" => {
+            invalid("pass_minutes", "A pass lasts between 1 and 1440 minutes.")
+        }
+        "waiting_rooms_admission_set" => invalid(
+            "admit_per_minute",
+            "Set a rate of admission, a cap on active buyers, or both.",
+        ),
         "ticket_types_remaining_within_capacity" | "ticket_types_capacity_non_negative" => invalid(
             "capacity",
             "The capacity cannot go below the tickets already sold.",

@@ -9,6 +9,7 @@
 //! - [`db`]: every other query.
 //! - [`auth`]: passwords and API tokens.
 //! - [`web`]: axum handlers, maud views, the JSON API; [`app`] builds the router.
+//! - [`waiting_room`]: the per-event queue, its shuffle, admission and passes.
 //! - [`outbox`]: the relay that publishes the outbox to RabbitMQ.
 //! - [`webhooks`]: the worker that delivers the outbox to organizers' endpoints.
 //! - [`server`]: the accept loop and per-connection limits that serve it.
@@ -24,6 +25,7 @@ pub mod outbox;
 pub mod sale;
 pub mod server;
 pub mod telemetry;
+pub mod waiting_room;
 pub mod web;
 pub mod webhooks;
 

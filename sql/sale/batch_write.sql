@@ -1,9 +1,9 @@
 WITH new_orders AS (
     INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor,
-                        currency, cancel_secret_hash, buyer_key)
-    SELECT $1, r.email, r.quantity, r.idempotency_key, $5, $6, r.hash, r.buyer_key
-    FROM unnest($2::text[], $3::int4[], $4::text[], $10::bytea[], $11::text[])
-         AS r (email, quantity, idempotency_key, hash, buyer_key)
+                        currency, cancel_secret_hash, buyer_key, queue_entry_id)
+    SELECT $1, r.email, r.quantity, r.idempotency_key, $5, $6, r.hash, r.buyer_key, r.queue_entry_id
+    FROM unnest($2::text[], $3::int4[], $4::text[], $10::bytea[], $11::text[], $14::uuid[])
+         AS r (email, quantity, idempotency_key, hash, buyer_key, queue_entry_id)
     ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
     RETURNING id, email, quantity, idempotency_key, status, created_at, buyer_key
 ), held AS (

@@ -78,3 +78,7 @@ id_type!(
     /// One message to one webhook endpoint (`webhook_deliveries.id`).
     DeliveryId
 );
+id_type!(
+    /// A buyer's place in an event's waiting room (`queue_entries.id`).
+    QueueEntryId
+);

@@ -33,7 +33,8 @@ pub use event::{
 pub use format::{decimal_price, format_price, format_time};
 pub use idempotency::{CancelSecret, IdempotencyKey, MAX_KEY_CHARS, MIN_KEY_CHARS};
 pub use ids::{
-    ApiTokenId, DeliveryId, DoorLinkId, EventId, OrderId, OrganizerId, TicketTypeId, WebhookId,
+    ApiTokenId, DeliveryId, DoorLinkId, EventId, OrderId, OrganizerId, QueueEntryId, TicketTypeId,
+    WebhookId,
 };
 pub use listing::{EVENTS_PER_PAGE, EventCursor, Quotas};
 pub use money::{Currency, Money};

@@ -478,6 +478,7 @@ fn decide(
 ) -> Vec<Decision> {
     let mut remaining = locked.remaining;
     let mut keys_seen = HashSet::new();
+    let mut entries_seen = HashSet::new();
     jobs.iter()
         .zip(buyers)
         .map(|(job, buyer)| {
@@ -515,6 +516,13 @@ fn decide(
             if !keys_seen.insert(key) {
                 return Decision::Twin;
             }
+            // One pass, two purchases (different keys) in one batch: the
+            // first spends it.
+            if let Some(entry) = request.queue_entry
+                && entries_seen.contains(&entry)
+            {
+                return Decision::Refuse(AppError::PassSpent);
+            }
             let quantity = request.quantity.get();
             if quantity > locked.max_per_order {
                 return Decision::Refuse(AppError::OrderLimit {
@@ -535,6 +543,7 @@ fn decide(
             remaining -= quantity;
             *held.of_type.entry(buyer.as_str().to_owned()).or_insert(0) += quantity;
             *held.in_event.entry(buyer.as_str().to_owned()).or_insert(0) += quantity;
+            entries_seen.extend(request.queue_entry);
             Decision::Sell
         })
         .collect()
@@ -642,6 +651,11 @@ async fn write(
         .collect();
     let hashes: Vec<Vec<u8>> = secrets.iter().map(CancelSecret::hash).collect();
     let buyer_keys: Vec<&str> = selling.iter().map(|(_, b)| b.as_str()).collect();
+    // The waiting room's entries spent (NULL for events without a room).
+    let entries: Vec<Option<uuid::Uuid>> = selling
+        .iter()
+        .map(|(j, _)| j.request.queue_entry.map(|e| e.get()))
+        .collect();
     let largest = quantities.iter().copied().max().unwrap_or(0);
     let latest = selling.iter().map(|(j, _)| j.now).max();
     let rows = sqlx::query_file!(
@@ -659,6 +673,7 @@ async fn write(
         &buyer_keys as &[&str],
         locked.event_id,
         limits.per_event,
+        &entries as &[Option<uuid::Uuid>],
     )
     .fetch_all(&mut **tx)
     .await?;
@@ -742,6 +757,8 @@ mod tests {
             quantity: Quantity::new(1).unwrap(),
             email: Email::parse("ada@example.org").unwrap(),
             idempotency_key: IdempotencyKey::generate(),
+            pass: None,
+            queue_entry: None,
         };
         let job = |reply| Job {
             now: OffsetDateTime::now_utc(),
@@ -859,6 +876,8 @@ mod tests {
                         quantity: Quantity::new(1).unwrap(),
                         email,
                         idempotency_key: IdempotencyKey::generate(),
+                        pass: None,
+                        queue_entry: None,
                     },
                     replay_only: false,
                     deadline: started + *deadline,
@@ -1078,6 +1097,8 @@ mod tests {
             quantity: Quantity::new(1).unwrap(),
             email: Email::parse("Ada@Example.org").unwrap(),
             idempotency_key: IdempotencyKey::parse("key-0123456789abcdef").unwrap(),
+            pass: None,
+            queue_entry: None,
         };
         assert_eq!(
             order_key(&request),

@@ -48,9 +48,11 @@ use sold_out::{Flagged, SoldOut};
 
 use crate::{
     domain::{
-        CancelSecret, Email, EventId, IdempotencyKey, OrderId, OrderStatus, Quantity, TicketTypeId,
+        CancelSecret, Email, EventId, IdempotencyKey, OrderId, OrderStatus, Quantity, QueueEntryId,
+        TicketTypeId,
     },
     error::AppError,
+    waiting_room::{DEFAULT_ENTRIES_PER_CLIENT, RoomKey, Rooms},
 };
 
 /// How purchases reach the stock row.
@@ -129,6 +131,9 @@ pub struct Sales {
     redis: Option<deadpool_redis::Pool>,
     /// The optional Redis gate in front of the strategy ([`gate`]).
     gate: Option<Arc<Gate>>,
+    /// Which events have a waiting room, and the key their passes are
+    /// signed with (`crate::waiting_room`).
+    rooms: Rooms,
 }
 
 impl fmt::Debug for Sales {
@@ -156,7 +161,18 @@ impl Sales {
             sold_out,
             redis: None,
             gate: None,
+            rooms: Rooms::new(RoomKey::random(), DEFAULT_ENTRIES_PER_CLIENT),
         }
+    }
+
+    /// The waiting rooms' key and settings (see `crate::waiting_room`).
+    pub fn with_rooms(mut self, rooms: Rooms) -> Self {
+        self.rooms = rooms;
+        self
+    }
+
+    pub fn rooms(&self) -> &Rooms {
+        &self.rooms
     }
 
     /// Purchases not sold within `deadline` of their arrival are refused
@@ -247,6 +263,8 @@ impl Sales {
         // A sell-out's refusals are most of a rush: their future stays a few
         // bytes (the other ways are boxed), so that a refusal does not move
         // kilobytes of state through every layer of the server.
+        let checked = Box::pin(self.check_pass(now, request)).await?;
+        let request = checked.as_ref().unwrap_or(request);
         match self.sold_out.check(request) {
             Flagged::No => Box::pin(self.gate_then_sell(now, request)).await,
             // Not the key of any order of the type: nothing to replay.
@@ -333,6 +351,50 @@ impl Sales {
         }
     }
 
+    /// The waiting room's door, before anything is written: for an event
+    /// with its room on, a valid pass that no other purchase has spent
+    /// (the request then names the entry, which the order records: its
+    /// unique index is the last word). `None`: the request goes on as it is.
+    async fn check_pass(
+        &self,
+        now: OffsetDateTime,
+        request: &PurchaseRequest,
+    ) -> Result<Option<PurchaseRequest>, AppError> {
+        let Some(event_id) = self
+            .rooms
+            .event_behind_room(&self.db, request.ticket_type_id)
+            .await?
+        else {
+            // No room: nothing to spend, whatever the caller sent.
+            return Ok(request.queue_entry.is_some().then(|| PurchaseRequest {
+                queue_entry: None,
+                ..request.clone()
+            }));
+        };
+        let entry = self
+            .rooms
+            .key()
+            .check_pass(event_id, request.pass.as_deref(), now)?;
+        // The fast refusal of a spent pass; a retry of the purchase that
+        // spent it (same buyer and key) goes on, and replays.
+        let spender = sqlx::query!(
+            "SELECT email, idempotency_key FROM orders WHERE queue_entry_id = $1",
+            entry.get(),
+        )
+        .fetch_optional(&self.db)
+        .await?;
+        if let Some(spender) = spender
+            && (spender.email != request.email.as_str()
+                || spender.idempotency_key != request.idempotency_key.as_str())
+        {
+            return Err(AppError::PassSpent);
+        }
+        Ok(Some(PurchaseRequest {
+            queue_entry: Some(entry),
+            ..request.clone()
+        }))
+    }
+
     /// The strategy's sale, Postgres having the last word.
     async fn sell(
         &self,
@@ -382,6 +444,12 @@ pub struct PurchaseRequest {
     pub quantity: Quantity,
     pub email: Email,
     pub idempotency_key: IdempotencyKey,
+    /// The waiting room's pass as presented (cookie or API field), checked
+    /// only when the ticket type's event has its room on.
+    pub pass: Option<String>,
+    /// The entry whose pass this purchase spends: set by [`Sales::purchase`]
+    /// from the checked pass (whatever the caller put here is replaced).
+    pub queue_entry: Option<QueueEntryId>,
 }
 
 /// An order row, as the sale path and the API see it.
@@ -427,7 +495,8 @@ impl Purchase {
 }
 
 /// One purchase in a transaction of its own (the `naive` strategy), for
-/// callers without a [`Sales`]: tests and tools.
+/// callers without a [`Sales`]: tests and tools. It checks no waiting-room
+/// pass (that is [`Sales::purchase`]'s door); it writes `queue_entry` as given.
 pub async fn purchase(
     db: &PgPool,
     now: OffsetDateTime,
@@ -522,6 +591,8 @@ mod tests {
             quantity: Quantity::new(quantity).unwrap(),
             email: Email::parse("ada@example.org").unwrap(),
             idempotency_key: IdempotencyKey::generate(),
+            pass: None,
+            queue_entry: None,
         }
     }
 

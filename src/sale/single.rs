@@ -83,6 +83,7 @@ pub(super) async fn purchase(
         request.idempotency_key.as_str(),
         cancel_secret.hash(),
         buyer.as_str(),
+        request.queue_entry.map(|entry| entry.get()),
     )
     .fetch_optional(&mut *tx)
     .await?;

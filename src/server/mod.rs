@@ -27,6 +27,7 @@ use crate::{
     domain::{Quotas, RetrySchedule},
     outbox::{self, RelaySettings},
     sale::{EngineSettings, GateRedis, GateSettings},
+    waiting_room::{self, RoomKey, Rooms},
     web::{self, AppState, Limits, per_client::PerClient, purchase_limits::PurchaseRates},
     webhooks::{self, WebhookSettings},
 };
@@ -124,7 +125,18 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         tracing::info!(%redis, "Redis gate on");
         state = state.with_gate(redis, settings)?;
     }
+    let room_key = match &args.waiting_room_key {
+        Some(raw) => RoomKey::from_config(raw).map_err(anyhow::Error::msg)?,
+        None => {
+            tracing::warn!(
+                "no --waiting-room-key: this process signs waiting-room passes with a key of its own; \
+                 with more than one instance, set the same key on every one"
+            );
+            RoomKey::random()
+        }
+    };
     let state = state
+        .with_rooms(Rooms::new(room_key, args.waiting_room_entries_per_client))
         .with_limits(limits)
         .with_secure_cookies(args.secure_cookies)
         .with_quotas(quotas)
@@ -151,6 +163,8 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     let webhooks =
         webhooks::spawn(pool.clone(), webhook_settings).context("building the webhook client")?;
     let app = crate::app(state);
+    // Every instance runs one; one at a time admits (see waiting_room::tick).
+    let admitter = waiting_room::spawn_admitter(pool.clone());
     // Expired organizer sessions are deleted hourly in the background.
     let sweeper = tokio::spawn(
         web::session_store(pool.clone()).continuously_delete_expired(Duration::from_secs(3600)),
@@ -162,6 +176,7 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     serve(listener, app, conn_limits, shutdown_signal()).await;
     // In-flight requests have finished; let their transactions settle.
     sweeper.abort();
+    admitter.abort();
     // A round cut short leaves its rows unsent: the next relay sends them.
     if let Some(relay) = relay {
         relay.abort();

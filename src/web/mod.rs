@@ -17,6 +17,7 @@ mod organizer;
 mod pages;
 pub mod per_client;
 pub mod purchase_limits;
+mod queue;
 mod state;
 mod telemetry;
 pub mod views;
@@ -62,6 +63,11 @@ pub fn app(state: AppState) -> Router {
                 purchase_limits::per_ip,
             )),
         )
+        .route(
+            "/events/{id}/queue",
+            get(queue::position_page).post(queue::join),
+        )
+        .route("/events/{id}/queue/prequeue.json", get(queue::prequeue))
         .route("/orders/{id}", get(pages::order))
         .route("/orders/{id}/cancel", post(pages::cancel))
         // Door staff, through a staff link (no account).
@@ -96,6 +102,10 @@ pub fn app(state: AppState) -> Router {
         .route(
             "/organizer/events/{id}/edit",
             get(organizer::edit_form).post(organizer::update),
+        )
+        .route(
+            "/organizer/events/{id}/waiting-room",
+            post(organizer::update_room),
         )
         .route("/organizer/events/{id}/publish", post(organizer::publish))
         .route(
@@ -170,6 +180,10 @@ pub fn app(state: AppState) -> Router {
         .route("/api/v1/docs", get(api::doc::reference_page))
         .route("/api/v1/events", get(api::list_events))
         .route("/api/v1/events/{id}", get(api::get_event))
+        .route(
+            "/api/v1/events/{id}/queue",
+            get(queue::api_position).post(queue::api_join),
+        )
         .route(
             "/api/v1/orders",
             post(api::create_order).route_layer(middleware::from_fn_with_state(

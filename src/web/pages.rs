@@ -7,11 +7,18 @@ use axum::{
 use maud::Markup;
 use std::sync::Arc;
 
+use axum::http::HeaderMap;
+use time::OffsetDateTime;
+
 use super::{
     AppState,
     extract::{FormFields, PageContext, parse_id},
     list_cache::EventPage,
-    views::{self, FormError, events::BuyForm},
+    queue,
+    views::{
+        self, FormError,
+        events::{BuyForm, RoomGate},
+    },
 };
 use crate::{
     db,
@@ -21,6 +28,7 @@ use crate::{
     },
     error::AppError,
     sale::{self, PurchaseRequest},
+    waiting_room::Room,
 };
 
 /// `/[?after=cursor]`: a page of upcoming events.
@@ -57,16 +65,52 @@ pub async fn event(
     State(state): State<AppState>,
     ctx: PageContext,
     Path(id): Path<String>,
+    headers: HeaderMap,
 ) -> Result<Markup, AppError> {
+    let event_id: EventId = parse_id(&id)?;
     let detail = state
         .events
-        .published(&state.db, &state.sales, parse_id(&id)?)
+        .published(&state.db, &state.sales, event_id)
         .await?;
     let form = BuyForm {
         idempotency_key: IdempotencyKey::generate().as_str().to_owned(),
         ..BuyForm::default()
     };
-    Ok(views::events::page(&ctx, &detail, state.clock.now(), &form))
+    let now = state.clock.now();
+    let room = state
+        .sales
+        .rooms()
+        .active(&state.db, event_id, state.clock.now())
+        .await?;
+    let gate = room
+        .as_deref()
+        .map(|room| room_gate(&state, &headers, room, now));
+    Ok(views::events::page(&ctx, &detail, now, &form, gate))
+}
+
+/// How a queued event's page looks to this buyer (from their cookies; the
+/// shared cache holds only what every buyer sees).
+fn room_gate<'a>(
+    state: &AppState,
+    headers: &HeaderMap,
+    room: &'a Room,
+    now: OffsetDateTime,
+) -> RoomGate<'a> {
+    let event_id = room.event_id;
+    RoomGate {
+        room,
+        holds_pass: queue::holds_pass(state, headers, event_id, now),
+        can_join: now >= room.prequeue_opens_at(),
+        in_queue: queue::cookie(headers, &queue::entry_cookie(event_id))
+            .and_then(|token| {
+                state
+                    .sales
+                    .rooms()
+                    .key()
+                    .verify_entry_token(event_id, token)
+            })
+            .is_some(),
+    }
 }
 
 /// POST → 303 → GET: a refresh of the order page never buys again, and a
@@ -75,6 +119,7 @@ pub async fn buy(
     State(state): State<AppState>,
     ctx: PageContext,
     Path(id): Path<String>,
+    headers: HeaderMap,
     fields: FormFields,
 ) -> Result<Response, AppError> {
     let event_id: EventId = parse_id(&id)?;
@@ -86,9 +131,13 @@ pub async fn buy(
         error: None,
     };
     let now = state.clock.now();
+    let pass = queue::cookie(&headers, &queue::pass_cookie(event_id)).map(str::to_owned);
     let result = match purchase_request(event_id, &form) {
-        Ok(request) => match state.purchase_limits.check_email(&request.email) {
-            Ok(()) => state.sales.purchase(now, &request).await,
+        Ok(mut request) => match state.purchase_limits.check_email(&request.email) {
+            Ok(()) => {
+                request.pass = pass;
+                state.sales.purchase(now, &request).await
+            }
             Err(err) => Err(err),
         },
         Err(invalid) => Err(invalid.into()),
@@ -113,8 +162,19 @@ pub async fn buy(
         form.idempotency_key = IdempotencyKey::generate().as_str().to_owned();
     }
     form.error = Some(FormError::from_app(&err));
-    let mut response =
-        (err.status(), views::events::page(&ctx, &detail, now, &form)).into_response();
+    let room = state
+        .sales
+        .rooms()
+        .active(&state.db, event_id, state.clock.now())
+        .await?;
+    let gate = room
+        .as_deref()
+        .map(|room| room_gate(&state, &headers, room, now));
+    let mut response = (
+        err.status(),
+        views::events::page(&ctx, &detail, now, &form, gate),
+    )
+        .into_response();
     super::error::add_headers(&err, &mut response);
     Ok(response)
 }
@@ -129,6 +189,8 @@ fn purchase_request(event_id: EventId, form: &BuyForm) -> Result<PurchaseRequest
         email: Email::parse(&form.email).for_field("email")?,
         idempotency_key: IdempotencyKey::parse(&form.idempotency_key)
             .for_field("idempotency_key")?,
+        pass: None,
+        queue_entry: None,
     })
 }
 

@@ -164,6 +164,12 @@ impl AppState {
         Ok(self)
     }
 
+    /// The waiting rooms' key and cap (call after [`Self::with_sales`]).
+    pub fn with_rooms(mut self, rooms: crate::waiting_room::Rooms) -> Self {
+        self.shared_mut().sales = self.sales.clone().with_rooms(rooms);
+        self
+    }
+
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.shared_mut().limits = limits;
         self.shared_mut().purchase_limits = PurchaseLimits::new(limits.purchase_rates);

@@ -18,6 +18,8 @@ pub fn request(ticket_type_id: Uuid, quantity: i64, email: &str, key: &str) -> P
         quantity: Quantity::new(quantity).unwrap(),
         email: Email::parse(email).unwrap(),
         idempotency_key: IdempotencyKey::parse(key).unwrap(),
+        pass: None,
+        queue_entry: None,
     }
 }
 

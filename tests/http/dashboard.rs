@@ -82,6 +82,8 @@ async fn buy_and_cancel(pool: &PgPool, ticket_type_id: Uuid, quantity: i64, emai
         quantity: Quantity::new(quantity).unwrap(),
         email: Email::parse(email).unwrap(),
         idempotency_key: IdempotencyKey::generate(),
+        pass: None,
+        queue_entry: None,
     };
     let purchase = sale::purchase(pool, common::now(), &request).await.unwrap();
     let id = purchase.order().id;
@@ -98,6 +100,8 @@ async fn buy(pool: &PgPool, ticket_type_id: Uuid, quantity: i64, email: &str) ->
         quantity: Quantity::new(quantity).unwrap(),
         email: Email::parse(email).unwrap_or_else(|e| panic!("{email}: {e}")),
         idempotency_key: IdempotencyKey::generate(),
+        pass: None,
+        queue_entry: None,
     };
     sale::purchase(pool, common::now(), &request)
         .await

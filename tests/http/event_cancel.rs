@@ -176,6 +176,8 @@ async fn two_hundred_buyers_racing_the_owner_cancelling_the_event_leave_no_confi
         quantity: Quantity::new(1 + (i as i64 / 2) % 2).unwrap(),
         email: Email::parse(&format!("buyer{i}@example.org")).unwrap(),
         idempotency_key: IdempotencyKey::parse(&key).unwrap(),
+        pass: None,
+        queue_entry: None,
     };
     // Orders to cancel: ten sold before the rush, to buyers not in it.
     let early = 10;

@@ -11,6 +11,7 @@ pub mod doc;
 mod organizer;
 mod organizer_wire;
 mod rate_limit;
+mod waiting_room;
 mod webhooks;
 mod webhooks_wire;
 mod wire;
@@ -30,7 +31,7 @@ use super::{
 use crate::{
     auth::CurrentOrganizer,
     db,
-    domain::{CancelSecret, Email, EventListQuery, ForField, IdempotencyKey, Quantity},
+    domain::{CancelSecret, Email, EventId, EventListQuery, ForField, IdempotencyKey, Quantity},
     error::AppError,
     sale::{self, Purchase, PurchaseRequest},
 };
@@ -110,16 +111,35 @@ pub async fn list_events(
     RawQuery(query): RawQuery,
 ) -> ApiResult<Json<EventPageBody>> {
     let page = public_page(&state, query.as_deref()).await?;
-    Ok(Json(EventPageBody::from(page.as_ref())))
+    let mut body = EventPageBody::from(page.as_ref());
+    let mut queued = Vec::new();
+    for event_id in body.event_ids() {
+        if state
+            .sales
+            .rooms()
+            .active(&state.db, event_id, state.clock.now())
+            .await?
+            .is_some()
+        {
+            queued.push(event_id);
+        }
+    }
+    body.hide_ticket_type_ids(&queued);
+    Ok(Json(body))
 }
 
-/// `GET /api/v1/events/{id}`: a published event.
+/// `GET /api/v1/events/{id}`: a published event. An event behind a
+/// waiting room shows its ticket type ids only with a valid pass (the
+/// `pass` query parameter), like its page.
 #[utoipa::path(
     get,
     path = "/api/v1/events/{id}",
     tag = "public",
     summary = "Read a published event",
-    params(("id" = uuid::Uuid, Path, description = "The event's id")),
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+        ("pass" = Option<String>, Query, description = "A waiting-room pass: an event behind a waiting room shows its ticket type ids only with a valid one"),
+    ),
     responses(
         (status = 200, description = "The event with its ticket types", body = EventBody),
         (status = 404, description = "No published event has this id", body = crate::web::error::ErrorBody),
@@ -128,12 +148,34 @@ pub async fn list_events(
 pub async fn get_event(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
 ) -> ApiResult<Json<EventBody>> {
+    let event_id: EventId = parse_id(&id)?;
     let detail = state
         .events
-        .published(&state.db, &state.sales, parse_id(&id)?)
+        .published(&state.db, &state.sales, event_id)
         .await?;
-    Ok(Json(db::events::EventDetail::clone(&detail).into()))
+    let mut body = EventBody::from(db::events::EventDetail::clone(&detail));
+    if state
+        .sales
+        .rooms()
+        .active(&state.db, event_id, state.clock.now())
+        .await?
+        .is_some()
+    {
+        let pass = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+            .find(|(key, _)| key == "pass")
+            .map(|(_, value)| value.into_owned());
+        let rooms = state.sales.rooms();
+        if rooms
+            .key()
+            .check_pass(event_id, pass.as_deref(), state.clock.now())
+            .is_err()
+        {
+            body.hide_ticket_type_ids();
+        }
+    }
+    Ok(Json(body))
 }
 
 /// `POST /api/v1/orders` → 201 with a new order and, this once, its cancel
@@ -169,6 +211,8 @@ pub async fn create_order(
         email: Email::parse(&body.email).for_field("email")?,
         idempotency_key: IdempotencyKey::parse(&body.idempotency_key)
             .for_field("idempotency_key")?,
+        pass: body.pass,
+        queue_entry: None,
     };
     state.purchase_limits.check_email(&request.email)?;
     Ok(

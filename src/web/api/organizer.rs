@@ -54,6 +54,10 @@ pub fn routes() -> Router<AppState> {
         .route(&format!("{EVENT}/orders"), get(list_orders))
         .route(&format!("{EVENT}/stats"), get(stats))
         .route(&format!("{EVENT}/stats/sales"), get(sales_per_minute))
+        .route(
+            &format!("{EVENT}/waiting-room"),
+            get(super::waiting_room::get_room).put(super::waiting_room::put_room),
+        )
         .route("/api/v1/organizer/orders/{id}", get(get_order))
         .route("/api/v1/organizer/orders/{id}/cancel", post(cancel_order))
 }

@@ -117,6 +117,9 @@ pub struct CreateOrder {
         example = "3b0f0c7e-6a52-4d8e-9d44-2f8f0f1b9c11"
     )]
     pub idempotency_key: String,
+    /// The waiting room's pass, for an event that has one.
+    #[serde(default)]
+    pub pass: Option<String>,
 }
 
 /// An event with its ticket types.
@@ -140,7 +143,9 @@ pub struct EventBody {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TicketTypeBody {
-    id: TicketTypeId,
+    /// Absent for an event behind a waiting room (see `hide_ticket_type_ids`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<TicketTypeId>,
     name: String,
     price_minor: i64,
     currency: String,
@@ -148,6 +153,33 @@ pub struct TicketTypeBody {
     remaining: i32,
     max_per_order: i32,
     max_per_buyer: i32,
+}
+
+impl EventBody {
+    /// A queued event's ticket type ids are for admitted buyers only: the
+    /// sale opens to the queue, not to scripts that know the ids.
+    pub fn hide_ticket_type_ids(&mut self) {
+        for tt in &mut self.ticket_types {
+            tt.id = None;
+        }
+    }
+}
+
+impl EventPageBody {
+    /// [`EventBody::hide_ticket_type_ids`] for the listed events that `queued` names.
+    pub fn hide_ticket_type_ids(&mut self, queued: &[EventId]) {
+        for event in &mut self.events {
+            if queued.contains(&event.id) {
+                for tt in &mut event.ticket_types {
+                    tt.id = None;
+                }
+            }
+        }
+    }
+
+    pub fn event_ids(&self) -> Vec<EventId> {
+        self.events.iter().map(|e| e.id).collect()
+    }
 }
 
 impl From<EventDetail> for EventBody {
@@ -171,7 +203,7 @@ impl From<EventDetail> for EventBody {
 impl From<TicketType> for TicketTypeBody {
     fn from(tt: TicketType) -> Self {
         Self {
-            id: tt.id,
+            id: Some(tt.id),
             name: tt.name,
             price_minor: tt.price_minor,
             currency: tt.currency,

@@ -54,14 +54,28 @@ pub struct BuyForm {
     pub error: Option<FormError>,
 }
 
+/// A queued event's room, as this buyer sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct RoomGate<'a> {
+    pub room: &'a crate::waiting_room::Room,
+    /// The buyer's pass is valid: the buy form shows.
+    pub holds_pass: bool,
+    pub can_join: bool,
+    pub in_queue: bool,
+}
+
 pub fn page(
     ctx: &PageContext,
     detail: &EventDetail,
     now: OffsetDateTime,
     form: &BuyForm,
+    room: Option<RoomGate<'_>>,
 ) -> Markup {
     let event = &detail.event;
     let state = event.sale_state(now);
+    // Behind a room, the form (and with it the ticket type ids) only for
+    // a buyer who holds a pass.
+    let gated = room.filter(|gate| !gate.holds_pass);
     layout(
         ctx,
         &event.title,
@@ -80,6 +94,11 @@ pub fn page(
                 @if !(state == SaleState::NotOpenYet || (state == SaleState::Open && !detail.sold_out())) {
                     (error_notice(form.error.as_ref()))
                 }
+                @if let Some(gate) = gated {
+                    @if matches!(state, SaleState::NotOpenYet | SaleState::Open) && !detail.sold_out() {
+                        (super::queue::panel(ctx, gate.room, gate.can_join, gate.in_queue))
+                    }
+                }
                 @match state {
                     SaleState::Cancelled => p.notice.error { "This event was cancelled." },
                     SaleState::Draft => p.notice { "This event is not published." },
@@ -95,6 +114,7 @@ pub fn page(
                     },
                     SaleState::Closed => p.notice { "The sale for this event has closed." },
                     SaleState::Open if detail.sold_out() => p.notice.sold-out role="status" { "Sold out. Every ticket has found its owner." },
+                    SaleState::Open if gated.is_some() => {},
                     SaleState::Open => (buy_form(ctx, detail, form)),
                 }
             }

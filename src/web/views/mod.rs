@@ -9,6 +9,7 @@ pub mod door;
 pub mod events;
 pub mod orders;
 pub mod organizer;
+pub mod queue;
 pub mod webhooks;
 
 use axum::http::StatusCode;
@@ -20,12 +21,25 @@ pub use crate::domain::format_time;
 
 /// The page frame shared by every page.
 pub fn layout(ctx: &PageContext, title: &str, body: Markup) -> Markup {
+    layout_refreshing(ctx, title, None, body)
+}
+
+/// The page frame, reloading itself every `refresh_secs` (no script needed).
+pub fn layout_refreshing(
+    ctx: &PageContext,
+    title: &str,
+    refresh_secs: Option<u32>,
+    body: Markup,
+) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
+                @if let Some(secs) = refresh_secs {
+                    meta http-equiv="refresh" content=(secs);
+                }
                 title { (title) " · Stampede" }
                 link rel="stylesheet" href=(assets::url("style.css"));
                 script src=(assets::url("app.js")) defer {}

@@ -43,6 +43,69 @@ pub struct EventForm<'a> {
     pub event: Option<(EventId, SaleState)>,
     pub input: &'a EventInput,
     pub error: Option<FormError>,
+    /// The waiting room's form, on the edit page.
+    pub room: Option<RoomForm>,
+}
+
+/// The waiting room's settings as typed (strings, so that a refused form
+/// comes back as it was).
+#[derive(Debug, Clone, Default)]
+pub struct RoomForm {
+    pub enabled: bool,
+    pub prequeue_minutes: String,
+    pub admit_per_minute: String,
+    pub max_active: String,
+    pub pass_minutes: String,
+    pub paused: bool,
+    pub commitment: Option<String>,
+    /// Live: waiting, admitted so far, passes neither spent nor expired.
+    pub figures: Option<crate::waiting_room::RoomFigures>,
+    pub error: Option<FormError>,
+}
+
+fn room_form(ctx: &PageContext, id: EventId, room: &RoomForm) -> Markup {
+    let error = room.error.as_ref();
+    html! {
+        form.card.room-form #waiting-room method="post" action={ "/organizer/events/" (id) "/waiting-room" } data-once {
+            h2 { "Waiting room" }
+            p.hint { "Off by default. When on, buyers join a queue (from the pre-queue's opening), the pre-queue is shuffled at random at the sale's opening, and buyers are let in at the rate you set; each one admitted may buy once with their pass." }
+            (csrf_field(ctx))
+            (error_notice(error))
+            label.choice {
+                input type="checkbox" name="enabled" value="on" checked[room.enabled];
+                " Waiting room on"
+            }
+            div.row {
+                div {
+                    label for="prequeue_minutes" { "Pre-queue opens (minutes before the sale)" }
+                    input #prequeue_minutes type="number" name="prequeue_minutes" min="0" max="1440" required value=(room.prequeue_minutes) aria-invalid=[invalid(error, "prequeue_minutes")];
+                }
+                div {
+                    label for="admit_per_minute" { "Buyers admitted per minute" }
+                    input #admit_per_minute type="number" name="admit_per_minute" min="1" value=(room.admit_per_minute) aria-invalid=[invalid(error, "admit_per_minute")];
+                }
+                div {
+                    label for="max_active" { "At most this many admitted buyers at once (optional)" }
+                    input #max_active type="number" name="max_active" min="1" value=(room.max_active) aria-invalid=[invalid(error, "max_active")];
+                }
+                div {
+                    label for="pass_minutes" { "A pass lasts (minutes)" }
+                    input #pass_minutes type="number" name="pass_minutes" min="1" max="1440" required value=(room.pass_minutes) aria-invalid=[invalid(error, "pass_minutes")];
+                }
+            }
+            label.choice {
+                input type="checkbox" name="paused" value="on" checked[room.paused];
+                " Admission paused"
+            }
+            @if let Some(f) = &room.figures {
+                p.figures { "In the queue: " strong { (f.waiting) } " · admitted so far: " strong { (f.admitted) } " · live passes: " strong { (f.active_passes) } }
+            }
+            @if let Some(commitment) = &room.commitment {
+                p.hint { "Shuffle commitment (SHA-256 of the seed): " code { (commitment) } }
+            }
+            button type="submit" { "Save waiting room" }
+        }
+    }
 }
 
 /// Blank ticket-type rows offered for new ticket types.
@@ -104,6 +167,7 @@ pub fn form(ctx: &PageContext, form: &EventForm<'_>) -> Markup {
             @for (i, row) in rows.iter().enumerate() { (ticket_type_row(i, row, error)) }
             button type="submit" { @if form.event.is_some() { "Save changes" } @else { "Create event" } }
         }
+        @if let (Some((id, _)), Some(room)) = (form.event, &form.room) { (room_form(ctx, id, room)) }
     };
     layout(ctx, &title, body)
 }

@@ -1,0 +1,136 @@
+//! The organizer API for an event's waiting room: its settings, and live
+//! figures (queue length, admitted, live passes, time to clear).
+
+use axum::{
+    Extension, Json,
+    extract::{Path, State},
+};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    auth::CurrentOrganizer,
+    db,
+    domain::EventId,
+    error::AppError,
+    waiting_room::{self, RoomSettings},
+    web::{
+        AppState,
+        error::ApiError,
+        extract::{ApiJson, parse_id},
+    },
+};
+
+/// `PUT` body: the whole of the settings (absent fields take the defaults).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoomBody {
+    enabled: bool,
+    #[serde(default = "default_prequeue")]
+    prequeue_minutes: i32,
+    #[serde(default)]
+    admit_per_minute: Option<i32>,
+    #[serde(default)]
+    max_active: Option<i32>,
+    #[serde(default = "default_pass")]
+    pass_minutes: i32,
+    #[serde(default)]
+    paused: bool,
+}
+
+fn default_prequeue() -> i32 {
+    RoomSettings::default().prequeue_minutes
+}
+
+fn default_pass() -> i32 {
+    RoomSettings::default().pass_minutes
+}
+
+#[derive(Debug, Serialize)]
+pub struct RoomState {
+    event_id: EventId,
+    enabled: bool,
+    prequeue_minutes: i32,
+    admit_per_minute: Option<i32>,
+    max_active: Option<i32>,
+    pass_minutes: i32,
+    paused: bool,
+    commitment_sha256: String,
+    /// The seed, once the pre-queue is shuffled.
+    seed: Option<String>,
+    waiting: i64,
+    admitted: i64,
+    active_passes: i64,
+    /// From the rate; `null` without one.
+    estimated_secs_to_clear: Option<i64>,
+}
+
+async fn owned(
+    state: &AppState,
+    organizer: &CurrentOrganizer,
+    id: &str,
+) -> Result<EventId, AppError> {
+    Ok(
+        db::events::find_owned(&state.db, organizer.id, parse_id(id)?)
+            .await?
+            .event
+            .id,
+    )
+}
+
+async fn room_state(state: &AppState, event_id: EventId) -> Result<RoomState, AppError> {
+    let room = waiting_room::load(&state.db, event_id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    let figures = waiting_room::figures(&state.db, event_id, state.clock.now()).await?;
+    let s = &room.settings;
+    Ok(RoomState {
+        event_id,
+        enabled: s.enabled,
+        prequeue_minutes: s.prequeue_minutes,
+        admit_per_minute: s.admit_per_minute,
+        max_active: s.max_active,
+        pass_minutes: s.pass_minutes,
+        paused: s.paused,
+        commitment_sha256: room.commitment_hex(),
+        seed: room.revealed_seed_hex(),
+        waiting: figures.waiting,
+        admitted: figures.admitted,
+        active_passes: figures.active_passes,
+        estimated_secs_to_clear: s
+            .admit_per_minute
+            .map(|rate| figures.waiting * 60 / i64::from(rate)),
+    })
+}
+
+/// `GET /api/v1/organizer/events/{id}/waiting-room`: 404 if never set.
+pub async fn get_room(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    Path(id): Path<String>,
+) -> Result<Json<RoomState>, ApiError> {
+    let event_id = owned(&state, &organizer, &id).await?;
+    Ok(Json(room_state(&state, event_id).await?))
+}
+
+/// `PUT /api/v1/organizer/events/{id}/waiting-room`: set it (pause and
+/// resume are `paused`).
+pub async fn put_room(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<RoomBody>,
+) -> Result<Json<RoomState>, ApiError> {
+    let event_id = owned(&state, &organizer, &id).await?;
+    let settings = RoomSettings {
+        enabled: body.enabled,
+        prequeue_minutes: body.prequeue_minutes,
+        admit_per_minute: body.admit_per_minute,
+        max_active: body.max_active,
+        pass_minutes: body.pass_minutes,
+        paused: body.paused,
+    };
+    // The table's named constraints name the field that is wrong.
+    waiting_room::save(&state.db, event_id, &settings).await?;
+    state.sales.rooms().forget(event_id).await;
+    Ok(Json(room_state(&state, event_id).await?))
+}

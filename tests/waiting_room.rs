@@ -1,0 +1,941 @@
+//! The waiting room (issue 12) against real Postgres: the shuffle is a
+//! permutation anyone can recompute from the revealed seed, later arrivals
+//! queue in arrival order, every purchase of a queued event needs a valid,
+//! unspent pass (refusals write nothing), and admission is one admitter at
+//! a time, within the rate, replaced when it dies.
+
+// A test that cannot go on panics: unwrap and expect say where.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration as StdDuration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use sqlx::{Connection, PgPool, postgres::PgConnection};
+use stampede::{
+    AppState,
+    clock::{Clock as _, ManualClock},
+    domain::{EventId, QueueEntryId},
+    waiting_room::{self, RoomKey, RoomSettings, Rooms},
+};
+use time::{Duration, OffsetDateTime};
+use uuid::Uuid;
+
+use common::{Fixture, TestApp, TicketSpec, event_with_window, now, order_count, published_event};
+
+fn settings(per_minute: i32) -> RoomSettings {
+    RoomSettings {
+        enabled: true,
+        admit_per_minute: Some(per_minute),
+        ..RoomSettings::default()
+    }
+}
+
+/// What the room's tables and the sale's hold, to show a refusal wrote nothing.
+async fn written(pool: &PgPool) -> (i64, i64, i64, i64) {
+    let count = |table: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(&format!("SELECT count(*) FROM {table}"))
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    (
+        order_count(pool).await,
+        count("tickets").await,
+        count("outbox").await,
+        count("buyer_holdings").await,
+    )
+}
+
+/// The order by the published rule, computed here on its own: SHA-256 of
+/// the seed's bytes then the id's 16 bytes, ascending; ties by id.
+fn recompute(seed_hex: &str, ids: &[Uuid]) -> Vec<Uuid> {
+    let seed = hex::decode(seed_hex).unwrap();
+    let mut keyed: Vec<([u8; 32], Uuid)> = ids
+        .iter()
+        .map(|id| {
+            let mut h = Sha256::new();
+            h.update(&seed);
+            h.update(id.as_bytes());
+            (h.finalize().into(), *id)
+        })
+        .collect();
+    keyed.sort();
+    keyed.into_iter().map(|(_, id)| id).collect()
+}
+
+/// Spearman's rank correlation of two rankings of the same n items.
+fn spearman(ranks_a: &[usize], ranks_b: &[usize]) -> f64 {
+    let n = ranks_a.len() as f64;
+    let d2: f64 = ranks_a
+        .iter()
+        .zip(ranks_b)
+        .map(|(a, b)| {
+            let d = *a as f64 - *b as f64;
+            d * d
+        })
+        .sum();
+    1.0 - 6.0 * d2 / (n * (n * n - 1.0))
+}
+
+async fn queue_order(pool: &PgPool, event_id: Uuid) -> Vec<Uuid> {
+    sqlx::query_scalar("SELECT id FROM queue_entries WHERE event_id = $1 ORDER BY position, seq")
+        .bind(event_id)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test]
+async fn a_thousand_joiners_are_shuffled_verifiably_and_later_ones_queue_by_arrival(pool: PgPool) {
+    let opens = now() + Duration::minutes(10);
+    let fixture = event_with_window(
+        &pool,
+        opens,
+        None,
+        "published",
+        &[TicketSpec::new(10, 2, 2)],
+    )
+    .await;
+    let event_id = EventId::from(fixture.event_id);
+    waiting_room::save(&pool, event_id, &settings(60))
+        .await
+        .unwrap();
+    let rooms = Rooms::new(RoomKey::random(), 10_000);
+
+    // Before the opening: the commitment only.
+    let room = waiting_room::load(&pool, event_id).await.unwrap().unwrap();
+    assert_eq!(room.revealed_seed_hex(), None);
+    let commitment = room.commitment_hex();
+    assert!(
+        waiting_room::published_prequeue(&pool, event_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let before = opens - Duration::minutes(5);
+    let mut joined = Vec::new();
+    for _ in 0..1000 {
+        let entry = waiting_room::join(&pool, &rooms, event_id, None, None, before)
+            .await
+            .unwrap();
+        assert!(entry.new);
+        joined.push(entry.entry.get());
+    }
+    // The same browser again keeps its place.
+    let again = waiting_room::join(
+        &pool,
+        &rooms,
+        event_id,
+        Some(
+            &rooms
+                .key()
+                .entry_token(event_id, QueueEntryId::from(joined[0])),
+        ),
+        None,
+        before,
+    )
+    .await
+    .unwrap();
+    assert!(!again.new);
+    assert_eq!(again.entry.get(), joined[0]);
+
+    // The opening: the first shuffler orders the pre-queue, the next finds it done.
+    assert!(waiting_room::shuffle(&pool, event_id).await.unwrap());
+    assert!(!waiting_room::shuffle(&pool, event_id).await.unwrap());
+
+    // Later arrivals, after the opening.
+    let after = opens + Duration::seconds(1);
+    let mut later = Vec::new();
+    for _ in 0..5 {
+        later.push(
+            waiting_room::join(&pool, &rooms, event_id, None, None, after)
+                .await
+                .unwrap()
+                .entry
+                .get(),
+        );
+    }
+
+    let order = queue_order(&pool, event_id.get()).await;
+    assert_eq!(order.len(), 1005);
+    let (prequeue, tail) = order.split_at(1000);
+    assert_eq!(
+        tail,
+        later.as_slice(),
+        "later arrivals queue in arrival order"
+    );
+    let mut as_set = prequeue.to_vec();
+    as_set.sort();
+    let mut joiners = joined.clone();
+    joiners.sort();
+    assert_eq!(
+        as_set, joiners,
+        "the pre-queue's order is a permutation of its joiners"
+    );
+
+    let join_rank: Vec<usize> = (0..joined.len()).collect();
+    let shuffled_rank: Vec<usize> = joined
+        .iter()
+        .map(|id| prequeue.iter().position(|p| p == id).unwrap())
+        .collect();
+    let rho = spearman(&join_rank, &shuffled_rank);
+    assert!(
+        rho.abs() < 0.1,
+        "rank correlation with the join order: {rho}"
+    );
+
+    // What is published is enough to recompute the order.
+    let (room, published) = waiting_room::published_prequeue(&pool, event_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let seed = room.revealed_seed_hex().unwrap();
+    assert_eq!(
+        hex::encode(Sha256::digest(hex::decode(&seed).unwrap())),
+        commitment,
+        "the revealed seed matches the commitment shown before"
+    );
+    assert_eq!(
+        published, joiners,
+        "the published list is the pre-queue, by id"
+    );
+    assert_eq!(recompute(&seed, &published), prequeue);
+}
+
+/// An app whose passes are signed with `key`, over a room-on event whose
+/// sale opened an hour ago.
+async fn queued_app(pool: &PgPool, key: &RoomKey) -> (TestApp, Fixture) {
+    let fixture = published_event(pool, &[TicketSpec::new(10, 2, 2)]).await;
+    waiting_room::save(pool, EventId::from(fixture.event_id), &settings(60))
+        .await
+        .unwrap();
+    let clock = ManualClock::new(now());
+    // One buyer's many attempts: the purchase rate limits are not under test.
+    let mut limits = stampede::web::Limits::default();
+    limits.purchase_rates.per_ip_burst = 0;
+    limits.purchase_rates.per_email_burst = 0;
+    let state = AppState::new(pool.clone())
+        .with_clock(clock.clone())
+        .with_limits(limits)
+        .with_list_cache_ttl(StdDuration::ZERO)
+        .with_rooms(Rooms::new(key.clone(), 10));
+    (
+        TestApp::spawn_state(pool.clone(), clock, state).await,
+        fixture,
+    )
+}
+
+async fn order(
+    app: &TestApp,
+    ticket_type_id: Uuid,
+    key: &str,
+    pass: Option<&str>,
+) -> (StatusCode, Value) {
+    let mut body = json!({
+        "ticket_type_id": ticket_type_id,
+        "quantity": 1,
+        "email": "fan@example.org",
+        "idempotency_key": key,
+    });
+    if let Some(pass) = pass {
+        body["pass"] = json!(pass);
+    }
+    let resp = app
+        .client
+        .post(app.url("/api/v1/orders"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (resp.status(), resp.json().await.unwrap())
+}
+
+#[sqlx::test]
+async fn buying_a_queued_event_needs_a_valid_unspent_pass_and_refusals_write_nothing(pool: PgPool) {
+    let key = RoomKey::random();
+    let (app, fixture) = queued_app(&pool, &key).await;
+    let event_id = EventId::from(fixture.event_id);
+    let tt = fixture.ticket_type_id();
+    let now = app.clock.now();
+
+    // Ticket type ids are hidden from the public API until admitted.
+    let event: Value = app
+        .client
+        .get(app.url(&format!("/api/v1/events/{event_id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(event["ticket_types"][0].get("id").is_none(), "{event}");
+    let page = app
+        .client
+        .get(app.url(&format!("/events/{event_id}")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !page.contains(&tt.to_string()),
+        "the page shows no ticket type id"
+    );
+    assert!(page.contains("Join the queue"));
+
+    // Join through the API, get admitted, fetch the pass.
+    let joined = app
+        .client
+        .post(app.url(&format!("/api/v1/events/{event_id}/queue")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(joined.status(), StatusCode::CREATED);
+    let token = joined.headers()["stampede-queue-entry"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let joined: Value = joined.json().await.unwrap();
+    assert_eq!(joined["token"], token.as_str());
+    assert_eq!(joined["state"], "waiting");
+    assert_eq!(joined["place"], 1);
+    assert_eq!(waiting_room::tick(&pool, now).await.unwrap(), Some(1));
+    let position: Value = app
+        .client
+        .get(app.url(&format!("/api/v1/events/{event_id}/queue")))
+        .header("stampede-queue-entry", &token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(position["state"], "admitted", "{position}");
+    let pass = position["pass"].as_str().unwrap().to_owned();
+    let entry =
+        QueueEntryId::from(Uuid::parse_str(position["entry_id"].as_str().unwrap()).unwrap());
+
+    // With the pass, the ids show.
+    let event: Value = app
+        .client
+        .get(app.url(&format!("/api/v1/events/{event_id}?pass={pass}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(event["ticket_types"][0]["id"], tt.to_string());
+
+    let other = published_event(&pool, &[TicketSpec::new(10, 2, 2)]).await;
+    let refusals = [
+        (None, "pass_required"),
+        (
+            Some(
+                key.pass(event_id, entry, now - Duration::seconds(1))
+                    .to_string(),
+            ),
+            "pass_expired",
+        ),
+        (
+            Some(
+                RoomKey::random()
+                    .pass(event_id, entry, now + Duration::minutes(5))
+                    .to_string(),
+            ),
+            "pass_invalid",
+        ),
+        (
+            Some(
+                key.pass(
+                    EventId::from(other.event_id),
+                    entry,
+                    now + Duration::minutes(5),
+                )
+                .to_string(),
+            ),
+            "pass_invalid",
+        ),
+        (Some(format!("{pass}0")), "pass_invalid"),
+    ];
+    for (presented, code) in refusals {
+        let (status, body) =
+            order(&app, tt, &Uuid::new_v4().to_string(), presented.as_deref()).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        assert_eq!(body["error"]["code"], code, "{body}");
+        assert_eq!(
+            written(&pool).await,
+            (0, 0, 0, 0),
+            "a refusal ({code}) wrote nothing"
+        );
+    }
+    // The buy form without a pass cookie is refused the same way.
+    let form = common::forms::form_body(&[
+        ("ticket_type_id", &tt.to_string()),
+        ("quantity", "1"),
+        ("email", "fan@example.org"),
+        ("idempotency_key", &Uuid::new_v4().to_string()),
+    ]);
+    let refused = app
+        .client
+        .post(app.url(&format!("/events/{event_id}/orders")))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("cookie", common::csrf_cookie())
+        .body(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    assert_eq!(written(&pool).await, (0, 0, 0, 0));
+
+    // The pass buys once; its own retry replays; another purchase is refused.
+    let bought_key = Uuid::new_v4().to_string();
+    let (status, body) = order(&app, tt, &bought_key, Some(&pass)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, _) = order(&app, tt, &bought_key, Some(&pass)).await;
+    assert_eq!(status, StatusCode::OK);
+    let after_sale = written(&pool).await;
+    assert_eq!(after_sale.0, 1);
+    let (status, body) = order(&app, tt, &Uuid::new_v4().to_string(), Some(&pass)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["error"]["code"], "pass_spent");
+    assert_eq!(
+        written(&pool).await,
+        after_sale,
+        "a spent pass wrote nothing"
+    );
+    let spent: Option<Uuid> = sqlx::query_scalar("SELECT queue_entry_id FROM orders")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        spent,
+        Some(entry.get()),
+        "the order records the entry it spent"
+    );
+    common::assert_invariants(&pool).await;
+}
+
+#[sqlx::test]
+async fn the_unique_entry_on_orders_is_the_last_word_on_a_spent_pass(pool: PgPool) {
+    // Past the pre-check (two purchases racing with one pass): the sale's
+    // own transaction refuses the second.
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 2, 2)]).await;
+    let entry = QueueEntryId::from(Uuid::new_v4());
+    let request = |email: &str| {
+        let mut request = common::purchase::purchase_request(fixture.ticket_type_id(), 1, email);
+        request.queue_entry = Some(entry);
+        request
+    };
+    stampede::sale::purchase(&pool, now(), &request("a@example.org"))
+        .await
+        .unwrap();
+    let before = written(&pool).await;
+    let second = stampede::sale::purchase(&pool, now(), &request("b@example.org")).await;
+    assert!(
+        matches!(second, Err(stampede::error::AppError::PassSpent)),
+        "{second:?}"
+    );
+    assert_eq!(written(&pool).await, before);
+}
+
+async fn entries(pool: &PgPool, rooms: &Rooms, event_id: EventId, n: usize, at: OffsetDateTime) {
+    for _ in 0..n {
+        waiting_room::join(pool, rooms, event_id, None, None, at)
+            .await
+            .unwrap();
+    }
+}
+
+async fn admitted(pool: &PgPool, event_id: EventId) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM queue_entries WHERE event_id = $1 AND admitted_at IS NOT NULL",
+    )
+    .bind(event_id.get())
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test]
+async fn two_admitters_at_once_admit_no_entry_twice_and_keep_to_the_rate(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 2, 2)]).await;
+    let event_id = EventId::from(fixture.event_id);
+    waiting_room::save(&pool, event_id, &settings(600))
+        .await
+        .unwrap();
+    let rooms = Rooms::new(RoomKey::random(), 10_000);
+    let t0 = now();
+    entries(&pool, &rooms, event_id, 300, t0 - Duration::seconds(30)).await;
+    sqlx::query("UPDATE waiting_rooms SET admit_clock = $2 WHERE event_id = $1")
+        .bind(event_id.get())
+        .bind(t0)
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    // Two instances tick over the same ten seconds (600 a minute: 100).
+    let admitter = |pool: PgPool| async move {
+        let mut admitted = 0;
+        for second in 1..=10 {
+            if let Some(n) = waiting_room::tick(&pool, t0 + Duration::seconds(second))
+                .await
+                .unwrap()
+            {
+                admitted += n;
+            }
+        }
+        admitted
+    };
+    let (a, b) = tokio::join!(
+        tokio::spawn(admitter(pool.clone())),
+        tokio::spawn(admitter(pool.clone()))
+    );
+    let last = waiting_room::tick(&pool, t0 + Duration::seconds(10))
+        .await
+        .unwrap()
+        .unwrap();
+    let claimed = a.unwrap() + b.unwrap() + last;
+    let in_table = admitted(&pool, event_id).await;
+    assert_eq!(claimed as i64, in_table, "no entry admitted twice");
+    assert_eq!(in_table, 100, "ten seconds at 600 a minute");
+    // In queue order.
+    let first_hundred: Vec<Uuid> = queue_order(&pool, event_id.get())
+        .await
+        .into_iter()
+        .take(100)
+        .collect();
+    let admitted_ids: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT id FROM queue_entries WHERE event_id = $1 AND admitted_at IS NOT NULL ORDER BY position, seq",
+    )
+    .bind(event_id.get())
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(admitted_ids, first_hundred);
+}
+
+#[sqlx::test]
+async fn the_cap_bounds_active_passes_and_pause_stops_admission(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 2, 2)]).await;
+    let event_id = EventId::from(fixture.event_id);
+    let capped = RoomSettings {
+        enabled: true,
+        admit_per_minute: None,
+        max_active: Some(3),
+        ..RoomSettings::default()
+    };
+    waiting_room::save(&pool, event_id, &capped).await.unwrap();
+    let rooms = Rooms::new(RoomKey::random(), 10_000);
+    let t0 = now();
+    entries(&pool, &rooms, event_id, 10, t0).await;
+    assert_eq!(waiting_room::tick(&pool, t0).await.unwrap(), Some(3));
+    assert_eq!(
+        waiting_room::tick(&pool, t0 + Duration::seconds(1))
+            .await
+            .unwrap(),
+        Some(0)
+    );
+    // Passes expire: room for three more.
+    let later = t0 + Duration::minutes(11);
+    waiting_room::save(
+        &pool,
+        event_id,
+        &RoomSettings {
+            paused: true,
+            ..capped.clone()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        waiting_room::tick(&pool, later).await.unwrap(),
+        Some(0),
+        "paused"
+    );
+    waiting_room::save(&pool, event_id, &capped).await.unwrap();
+    assert_eq!(waiting_room::tick(&pool, later).await.unwrap(), Some(3));
+    assert_eq!(admitted(&pool, event_id).await, 6);
+}
+
+#[sqlx::test]
+async fn a_crashed_admitter_is_replaced(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 2, 2)]).await;
+    let event_id = EventId::from(fixture.event_id);
+    waiting_room::save(&pool, event_id, &settings(600))
+        .await
+        .unwrap();
+    let rooms = Rooms::new(RoomKey::random(), 10_000);
+    let t0 = now();
+    entries(&pool, &rooms, event_id, 20, t0 - Duration::seconds(30)).await;
+
+    // An admitter that took the lock and then hangs, in a connection of its own.
+    let options = pool.connect_options();
+    let mut stuck = PgConnection::connect_with(&options).await.unwrap();
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut stuck)
+        .await
+        .unwrap();
+    sqlx::query("BEGIN").execute(&mut stuck).await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(waiting_room::ADMITTER_LOCK)
+        .execute(&mut stuck)
+        .await
+        .unwrap();
+    assert_eq!(
+        waiting_room::tick(&pool, t0).await.unwrap(),
+        None,
+        "another admitter stands by"
+    );
+    assert_eq!(admitted(&pool, event_id).await, 0);
+
+    // It dies (its backend is killed, as when its host goes away).
+    let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(pid)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(killed);
+    drop(stuck);
+    // The next tick of the other instance takes over (the lock goes with
+    // the connection; terminating waits for nothing, so poll a few times).
+    let mut took_over = None;
+    for _ in 0..50 {
+        took_over = waiting_room::tick(&pool, t0).await.unwrap();
+        if took_over.is_some() {
+            break;
+        }
+        tokio::time::sleep(StdDuration::from_millis(100)).await;
+    }
+    assert!(took_over.is_some_and(|n| n > 0), "{took_over:?}");
+    assert!(admitted(&pool, event_id).await > 0);
+}
+
+/// A browser: keeps its cookies, follows no redirects.
+fn browser() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .cookie_store(true)
+        .build()
+        .unwrap()
+}
+
+async fn text(client: &reqwest::Client, url: String) -> String {
+    client.get(url).send().await.unwrap().text().await.unwrap()
+}
+
+async fn post(
+    client: &reqwest::Client,
+    url: String,
+    fields: &[(&str, &str)],
+    csrf: &str,
+) -> reqwest::Response {
+    client
+        .post(url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(common::forms::with_csrf(fields, csrf))
+        .send()
+        .await
+        .unwrap()
+}
+
+#[sqlx::test]
+async fn a_browser_joins_waits_is_admitted_and_buys_once(pool: PgPool) {
+    let key = RoomKey::random();
+    let (app, fixture) = queued_app(&pool, &key).await;
+    let event_id = fixture.event_id;
+    let tt = fixture.ticket_type_id().to_string();
+    let buyer = browser();
+    let page = text(&buyer, app.url(&format!("/events/{event_id}"))).await;
+    let csrf = common::csrf_from_page(&page);
+    assert!(!page.contains(&tt));
+
+    // Joining, twice (a second tab): one place.
+    for _ in 0..2 {
+        let joined = post(
+            &buyer,
+            app.url(&format!("/events/{event_id}/queue")),
+            &[],
+            &csrf,
+        )
+        .await;
+        assert_eq!(joined.status(), StatusCode::SEE_OTHER);
+        assert_eq!(
+            common::location(&joined),
+            format!("/events/{event_id}/queue")
+        );
+    }
+    let entries: i64 = sqlx::query_scalar("SELECT count(*) FROM queue_entries")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(entries, 1);
+
+    let waiting = text(&buyer, app.url(&format!("/events/{event_id}/queue"))).await;
+    assert!(waiting.contains("You are number"), "{waiting}");
+    assert!(waiting.contains("http-equiv=\"refresh\""));
+
+    // Admitted: the page hands over the pass, and the event page its form.
+    assert_eq!(
+        waiting_room::tick(&pool, app.clock.now()).await.unwrap(),
+        Some(1)
+    );
+    let admitted = text(&buyer, app.url(&format!("/events/{event_id}/queue"))).await;
+    assert!(admitted.contains("It is your turn"), "{admitted}");
+    assert!(!admitted.contains("http-equiv=\"refresh\""));
+    let page = text(&buyer, app.url(&format!("/events/{event_id}"))).await;
+    assert!(
+        page.contains(&tt),
+        "the buy form shows to the admitted buyer"
+    );
+
+    let buy = |key: String| {
+        let buyer = buyer.clone();
+        let url = app.url(&format!("/events/{event_id}/orders"));
+        let tt = tt.clone();
+        let csrf = csrf.clone();
+        async move {
+            post(
+                &buyer,
+                url,
+                &[
+                    ("ticket_type_id", &tt),
+                    ("quantity", "1"),
+                    ("email", "fan@example.org"),
+                    ("idempotency_key", &key),
+                ],
+                &csrf,
+            )
+            .await
+        }
+    };
+    let bought = buy(Uuid::new_v4().to_string()).await;
+    assert_eq!(bought.status(), StatusCode::SEE_OTHER);
+    assert!(common::location(&bought).starts_with("/orders/"));
+    let again = buy(Uuid::new_v4().to_string()).await;
+    assert_eq!(again.status(), StatusCode::FORBIDDEN);
+    assert!(again.text().await.unwrap().contains("already used"));
+    assert_eq!(order_count(&pool).await, 1);
+    // Another browser, without a pass, sees no form.
+    let stranger = text(&browser(), app.url(&format!("/events/{event_id}"))).await;
+    assert!(!stranger.contains(&tt));
+    // The first join after the opening shuffled the (empty) pre-queue:
+    // the seed is public.
+    let room = waiting_room::load(&pool, EventId::from(event_id))
+        .await
+        .unwrap()
+        .unwrap();
+    let seed = room.revealed_seed_hex().unwrap();
+    assert!(stranger.contains(&seed), "the event page reveals the seed");
+    assert!(stranger.contains(&room.commitment_hex()));
+    let published: Value = buyer
+        .get(app.url(&format!("/events/{event_id}/queue/prequeue.json")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(published["seed"], seed.as_str());
+    // This buyer came after the opening: queued by arrival, not in the pre-queue.
+    assert_eq!(published["entries"], json!([]));
+}
+
+#[sqlx::test]
+async fn the_organizer_sets_the_room_on_the_edit_page(pool: PgPool) {
+    let app = TestApp::spawn(pool.clone()).await;
+    let org = app.organizer("room@example.org").await;
+    let fixture =
+        common::organizer::owned_published_event(&org, &[TicketSpec::new(10, 2, 2)]).await;
+    let event_id = fixture.event_id;
+    let edit = org
+        .get(&format!("/organizer/events/{event_id}/edit"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(edit.contains("Waiting room on"));
+
+    // Bought without a room: this instance remembers "no room" for the type...
+    let tt = fixture.ticket_type_id();
+    let (status, body) = order(&app, tt, &Uuid::new_v4().to_string(), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    let path = format!("/organizer/events/{event_id}/waiting-room");
+    // A bad field comes back named, filled in; nothing saved.
+    let refused = org
+        .post_form(
+            &path,
+            &[
+                ("enabled", "on"),
+                ("prequeue_minutes", "15"),
+                ("admit_per_minute", "0"),
+                ("pass_minutes", "10"),
+            ],
+        )
+        .await;
+    assert_eq!(refused.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let page = refused.text().await.unwrap();
+    assert!(page.contains("buyers per minute"), "{page}");
+    assert!(
+        waiting_room::load(&pool, EventId::from(event_id))
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let saved = org
+        .post_form(
+            &path,
+            &[
+                ("enabled", "on"),
+                ("prequeue_minutes", "20"),
+                ("admit_per_minute", "120"),
+                ("max_active", ""),
+                ("pass_minutes", "5"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.status(), StatusCode::SEE_OTHER);
+    // ...and forgets it when the room is switched on here: no pass, no sale.
+    let (status, body) = order(&app, tt, &Uuid::new_v4().to_string(), None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["error"]["code"], "pass_required");
+    assert_eq!(order_count(&pool).await, 1);
+    let room = waiting_room::load(&pool, EventId::from(event_id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        room.settings,
+        RoomSettings {
+            enabled: true,
+            prequeue_minutes: 20,
+            admit_per_minute: Some(120),
+            max_active: None,
+            pass_minutes: 5,
+            paused: false,
+        }
+    );
+
+    // Another organizer's event does not exist for them; a post without
+    // the CSRF field is refused.
+    let other = app.organizer("other@example.org").await;
+    let theirs = other
+        .post_form(
+            &path,
+            &[
+                ("enabled", "on"),
+                ("prequeue_minutes", "1"),
+                ("admit_per_minute", "1"),
+                ("pass_minutes", "1"),
+            ],
+        )
+        .await;
+    assert_eq!(theirs.status(), StatusCode::NOT_FOUND);
+    let forged = org
+        .client
+        .post(org.url(&path))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("enabled=off&prequeue_minutes=1&admit_per_minute=1&pass_minutes=1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    let room = waiting_room::load(&pool, EventId::from(event_id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(room.settings.enabled && room.settings.prequeue_minutes == 20);
+}
+
+#[sqlx::test]
+async fn one_client_address_holds_a_bounded_number_of_entries(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 2, 2)]).await;
+    let event_id = EventId::from(fixture.event_id);
+    waiting_room::save(&pool, event_id, &settings(60))
+        .await
+        .unwrap();
+    let rooms = Rooms::new(RoomKey::random(), 3);
+    let at = now();
+    let join = |ip: &str| {
+        let ip: std::net::IpAddr = ip.parse().unwrap();
+        let (pool, rooms) = (pool.clone(), rooms.clone());
+        async move { waiting_room::join(&pool, &rooms, event_id, None, Some(ip), at).await }
+    };
+    for ip in ["2001:db8::1", "2001:db8::2", "2001:db8::ffff"] {
+        join(ip).await.unwrap();
+    }
+    // The same /64 is the same client.
+    let refused = join("2001:db8::9").await;
+    assert!(
+        matches!(
+            refused,
+            Err(stampede::error::AppError::TooManyEntries { max: 3 })
+        ),
+        "{refused:?}"
+    );
+    join("2001:db8:0:1::1").await.unwrap();
+    join("192.0.2.7").await.unwrap();
+    let entries: i64 = sqlx::query_scalar("SELECT count(*) FROM queue_entries")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(entries, 5);
+}
+
+#[sqlx::test]
+async fn nobody_joins_a_draft_a_room_that_is_off_or_a_queue_not_open_yet(pool: PgPool) {
+    let rooms = Rooms::new(RoomKey::random(), 10);
+    let at = now();
+    let join = |event_id: EventId| {
+        let (pool, rooms) = (pool.clone(), rooms.clone());
+        async move { waiting_room::join(&pool, &rooms, event_id, None, None, at).await }
+    };
+    let specs = [TicketSpec::new(10, 2, 2)];
+
+    let draft = event_with_window(&pool, at - Duration::hours(1), None, "draft", &specs).await;
+    let draft = EventId::from(draft.event_id);
+    waiting_room::save(&pool, draft, &settings(60))
+        .await
+        .unwrap();
+    assert!(matches!(
+        join(draft).await,
+        Err(stampede::error::AppError::NotFound)
+    ));
+
+    let off = EventId::from(published_event(&pool, &specs).await.event_id);
+    waiting_room::save(&pool, off, &RoomSettings::default())
+        .await
+        .unwrap();
+    assert!(matches!(
+        join(off).await,
+        Err(stampede::error::AppError::NotFound)
+    ));
+
+    // The pre-queue opens 15 minutes before a sale that opens in an hour.
+    let early = event_with_window(&pool, at + Duration::hours(1), None, "published", &specs).await;
+    let early = EventId::from(early.event_id);
+    waiting_room::save(&pool, early, &settings(60))
+        .await
+        .unwrap();
+    assert!(matches!(
+        join(early).await,
+        Err(stampede::error::AppError::Forbidden(_))
+    ));
+
+    let entries: i64 = sqlx::query_scalar("SELECT count(*) FROM queue_entries")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(entries, 0);
+}
