@@ -122,7 +122,7 @@ pub async fn join(
 }
 
 /// Where the buyer stands, for the page and the JSON answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PositionBody {
     entry_id: QueueEntryId,
     /// `waiting`, `admitted` or `done` (pass spent or expired).
@@ -136,6 +136,7 @@ pub struct PositionBody {
     /// The signed pass, while admitted: send it as `pass` with the order.
     pass: Option<String>,
     #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pass_expires_at: Option<OffsetDateTime>,
     commitment_sha256: String,
     seed: Option<String>,
@@ -251,7 +252,7 @@ fn body_view(body: &PositionBody) -> views::queue::Position<'_> {
 }
 
 /// `{"entry_id", "token", ...position}`: the answer to an API join.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct JoinedBody {
     token: String,
     #[serde(flatten)]
@@ -261,6 +262,24 @@ pub struct JoinedBody {
 /// `POST /api/v1/events/{id}/queue` → 201 with the entry token (also in the
 /// `Stampede-Queue-Entry` header), or 200 with the entry already held (the
 /// token sent in that header).
+#[utoipa::path(
+    post,
+    path = "/api/v1/events/{id}/queue",
+    tag = "public",
+    summary = "Join an event's waiting room",
+    description = "201 with a new entry; 200 with the entry already held when its token is sent in `Stampede-Queue-Entry`. The token is in the body and in that header.",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+        ("Stampede-Queue-Entry" = Option<String>, Header, description = "The token of an entry already held"),
+    ),
+    responses(
+        (status = 201, description = "Joined", body = JoinedBody, headers(("Stampede-Queue-Entry" = String, description = "The entry token"))),
+        (status = 200, description = "The entry already held", body = JoinedBody, headers(("Stampede-Queue-Entry" = String, description = "The entry token"))),
+        (status = 403, description = "The queue does not take entries now", body = crate::web::error::ErrorBody),
+        (status = 404, description = "No published event with an open waiting room has this id", body = crate::web::error::ErrorBody),
+        (status = 429, description = "This address holds too many entries (`queue_entries_limit`)", body = crate::web::error::ErrorBody),
+    ),
+)]
 pub async fn api_join(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -307,6 +326,21 @@ pub async fn api_join(
 
 /// `GET /api/v1/events/{id}/queue` with the `Stampede-Queue-Entry` header:
 /// the position, and the pass once admitted.
+#[utoipa::path(
+    get,
+    path = "/api/v1/events/{id}/queue",
+    tag = "public",
+    summary = "Your place in an event's waiting room, and your pass once admitted",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+        ("Stampede-Queue-Entry" = String, Header, description = "The entry token from the join"),
+    ),
+    responses(
+        (status = 200, description = "Where the entry stands", body = PositionBody),
+        (status = 404, description = "No published event with an open waiting room has this id", body = crate::web::error::ErrorBody),
+        (status = 422, description = "No valid entry token (`field`: `Stampede-Queue-Entry`)", body = crate::web::error::ErrorBody),
+    ),
+)]
 pub async fn api_position(
     State(state): State<AppState>,
     Path(id): Path<String>,

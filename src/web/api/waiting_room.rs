@@ -6,6 +6,7 @@ use axum::{
     extract::{Path, State},
 };
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::{
     auth::CurrentOrganizer,
@@ -21,7 +22,7 @@ use crate::{
 };
 
 /// `PUT` body: the whole of the settings (absent fields take the defaults).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoomBody {
     enabled: bool,
@@ -45,7 +46,7 @@ fn default_pass() -> i32 {
     RoomSettings::default().pass_minutes
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct RoomState {
     event_id: EventId,
     enabled: bool,
@@ -103,6 +104,18 @@ async fn room_state(state: &AppState, event_id: EventId) -> Result<RoomState, Ap
 }
 
 /// `GET /api/v1/organizer/events/{id}/waiting-room`: 404 if never set.
+#[utoipa::path(
+    get,
+    path = "/api/v1/organizer/events/{id}/waiting-room",
+    tag = "organizer",
+    summary = "An event's waiting room: settings and live figures",
+    params(("id" = uuid::Uuid, Path, description = "The event's id")),
+    responses(
+        (status = 200, description = "Settings, queue length, admitted, live passes, time to clear", body = RoomState),
+        (status = 404, description = "You have no event with this id, or it never had a waiting room", body = crate::web::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn get_room(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
@@ -114,6 +127,22 @@ pub async fn get_room(
 
 /// `PUT /api/v1/organizer/events/{id}/waiting-room`: set it (pause and
 /// resume are `paused`).
+#[utoipa::path(
+    put,
+    path = "/api/v1/organizer/events/{id}/waiting-room",
+    tag = "organizer",
+    summary = "Set an event's waiting room (pause and resume are `paused`)",
+    params(("id" = uuid::Uuid, Path, description = "The event's id")),
+    request_body = RoomBody,
+    responses(
+        (status = 200, description = "The room as set, with live figures", body = RoomState),
+        (status = 400, description = "Not a JSON object", body = crate::web::error::ErrorBody),
+        (status = 404, description = "You have no event with this id", body = crate::web::error::ErrorBody),
+        (status = 409, description = "The event cannot take this change now", body = crate::web::error::ErrorBody),
+        (status = 422, description = "A setting is out of range; `field` names it", body = crate::web::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn put_room(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,

@@ -28,6 +28,8 @@ use crate::{
 
 type ApiResult<T> = Result<T, ApiError>;
 
+use crate::web::error::ErrorBody;
+
 /// The routes; the caller puts them behind the token check.
 pub fn routes() -> Router<AppState> {
     const ONE: &str = "/api/v1/organizer/webhooks/{id}";
@@ -43,7 +45,22 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// `GET /api/v1/organizer/webhooks?limit=&after=`.
-async fn list(
+#[utoipa::path(
+    get,
+    path = "/api/v1/organizer/webhooks",
+    tag = "webhooks",
+    summary = "List your webhook endpoints",
+    params(
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 100, description = "Page size (default 20)"),
+        ("after" = Option<String>, Query, description = "The `next` of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of endpoints (no secrets)", body = WebhookList),
+        (status = 422, description = "A query parameter is invalid or unknown; `field` names it", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn list(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     RawQuery(query): RawQuery,
@@ -61,7 +78,21 @@ async fn list(
 }
 
 /// `POST /api/v1/organizer/webhooks` → 201 with the secret, this once.
-async fn create(
+#[utoipa::path(
+    post,
+    path = "/api/v1/organizer/webhooks",
+    tag = "webhooks",
+    summary = "Register a webhook endpoint",
+    description = "The answer carries the signing secret (`whsec_...`), shown this once.",
+    request_body = CreateWebhook,
+    responses(
+        (status = 201, description = "The endpoint, with its secret", body = WebhookBody),
+        (status = 400, description = "Not a JSON object", body = ErrorBody),
+        (status = 422, description = "A field is invalid (a private address, an unknown event type, ...); `field` names it", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn create(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     ApiJson(body): ApiJson<CreateWebhook>,
@@ -79,7 +110,19 @@ async fn create(
     ))
 }
 
-async fn show(
+#[utoipa::path(
+    get,
+    path = "/api/v1/organizer/webhooks/{id}",
+    tag = "webhooks",
+    summary = "Read one of your webhook endpoints",
+    params(("id" = uuid::Uuid, Path, description = "The endpoint's id")),
+    responses(
+        (status = 200, description = "The endpoint (no secret)", body = WebhookBody),
+        (status = 404, description = "You have no endpoint with this id", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn show(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -89,7 +132,23 @@ async fn show(
 }
 
 /// `PATCH .../{id}`: url, description, event_types, enabled.
-async fn update(
+#[utoipa::path(
+    patch,
+    path = "/api/v1/organizer/webhooks/{id}",
+    tag = "webhooks",
+    summary = "Change a webhook endpoint",
+    description = "Absent fields stay. `enabled: true` re-enables an endpoint and clears its disabled reason.",
+    params(("id" = uuid::Uuid, Path, description = "The endpoint's id")),
+    request_body = UpdateWebhook,
+    responses(
+        (status = 200, description = "The endpoint as changed", body = WebhookBody),
+        (status = 400, description = "Not a JSON object", body = ErrorBody),
+        (status = 404, description = "You have no endpoint with this id", body = ErrorBody),
+        (status = 422, description = "A field is invalid; `field` names it", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn update(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -107,7 +166,19 @@ async fn update(
 }
 
 /// `DELETE .../{id}` → 204, with its deliveries and their log.
-async fn delete(
+#[utoipa::path(
+    delete,
+    path = "/api/v1/organizer/webhooks/{id}",
+    tag = "webhooks",
+    summary = "Delete a webhook endpoint, with its deliveries and their log",
+    params(("id" = uuid::Uuid, Path, description = "The endpoint's id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "You have no endpoint with this id", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn delete(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -117,7 +188,20 @@ async fn delete(
 }
 
 /// `POST .../{id}/rotate-secret`: the endpoint with its new secret, once.
-async fn rotate_secret(
+#[utoipa::path(
+    post,
+    path = "/api/v1/organizer/webhooks/{id}/rotate-secret",
+    tag = "webhooks",
+    summary = "Give a webhook endpoint a new signing secret",
+    description = "The answer carries the new secret, shown this once; the old one signs nothing more.",
+    params(("id" = uuid::Uuid, Path, description = "The endpoint's id")),
+    responses(
+        (status = 200, description = "The endpoint, with its new secret", body = WebhookBody),
+        (status = 404, description = "You have no endpoint with this id", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn rotate_secret(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -129,7 +213,25 @@ async fn rotate_secret(
 }
 
 /// `GET .../{id}/deliveries?limit=&after=`: newest first, with attempts.
-async fn deliveries(
+#[utoipa::path(
+    get,
+    path = "/api/v1/organizer/webhooks/{id}/deliveries",
+    tag = "webhooks",
+    summary = "A webhook endpoint's delivery log",
+    description = "Newest first; each delivery with its attempts (status, latency, response excerpt).",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The endpoint's id"),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 100, description = "Page size (default 20)"),
+        ("after" = Option<String>, Query, description = "The `next` of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of deliveries", body = DeliveryList),
+        (status = 404, description = "You have no endpoint with this id", body = ErrorBody),
+        (status = 422, description = "A query parameter is invalid or unknown; `field` names it", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn deliveries(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
@@ -150,7 +252,23 @@ async fn deliveries(
 
 /// `POST .../{id}/deliveries/{delivery}/redeliver` → 202: sent again soon,
 /// with the same `webhook-id`.
-async fn redeliver(
+#[utoipa::path(
+    post,
+    path = "/api/v1/organizer/webhooks/{id}/deliveries/{delivery}/redeliver",
+    tag = "webhooks",
+    summary = "Send a delivery again",
+    description = "Queued to be sent at once, with the same `webhook-id`.",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The endpoint's id"),
+        ("delivery" = uuid::Uuid, Path, description = "The delivery's id"),
+    ),
+    responses(
+        (status = 202, description = "Queued", body = RedeliverBody),
+        (status = 404, description = "You have no such endpoint or delivery", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn redeliver(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path((id, delivery)): Path<(String, String)>,

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::{
@@ -20,10 +21,15 @@ pub const DEFAULT_WEBHOOKS_LIMIT: i64 = 20;
 pub const MAX_WEBHOOKS_LIMIT: i64 = 100;
 
 /// `POST /api/v1/organizer/webhooks`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhook {
+    /// An https URL (plain http and private addresses only when the
+    /// server allows them).
     pub url: String,
+    /// Of `order.created`, `order.cancelled`, `event.cancelled`,
+    /// `ticket_type.sold_out`, `ticket_type.available_again`.
+    #[schema(example = json!(["order.created"]))]
     pub event_types: Vec<String>,
     #[serde(default)]
     pub description: Option<String>,
@@ -40,7 +46,7 @@ impl CreateWebhook {
 }
 
 /// `PATCH /api/v1/organizer/webhooks/{id}`: absent fields stay.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateWebhook {
     #[serde(default)]
@@ -64,7 +70,7 @@ impl UpdateWebhook {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct WebhookBody {
     pub id: WebhookId,
     pub url: String,
@@ -72,8 +78,11 @@ pub struct WebhookBody {
     pub event_types: Vec<String>,
     pub enabled: bool,
     pub disabled_reason: Option<String>,
+    #[schema(format = DateTime)]
     pub disabled_at: Option<String>,
+    #[schema(format = DateTime)]
     pub last_success_at: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
     /// Only in the answer that created or rotated it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -105,14 +114,15 @@ impl WebhookBody {
 }
 
 /// A page of endpoints; `next` is the `after` of the next page.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct WebhookList {
     pub webhooks: Vec<WebhookBody>,
     pub next: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct AttemptBody {
+    #[schema(format = DateTime)]
     pub attempted_at: String,
     pub status_code: Option<i32>,
     pub error: Option<String>,
@@ -134,7 +144,7 @@ impl From<Attempt> for AttemptBody {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct DeliveryBody {
     pub id: DeliveryId,
     /// The `webhook-id` header: the outbox message's id.
@@ -144,8 +154,11 @@ pub struct DeliveryBody {
     /// `pending`, `succeeded` or `failed`.
     pub status: String,
     pub attempts: i32,
+    #[schema(format = DateTime)]
     pub next_attempt_at: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub completed_at: Option<String>,
     pub log: Vec<AttemptBody>,
 }
@@ -168,14 +181,14 @@ impl From<Delivery> for DeliveryBody {
 }
 
 /// A page of deliveries, newest first; `next` is the `after` of the next.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct DeliveryList {
     pub deliveries: Vec<DeliveryBody>,
     pub next: Option<String>,
 }
 
 /// `POST .../redeliver` → 202.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct RedeliverBody {
     pub id: DeliveryId,
     pub webhook_id: Uuid,
