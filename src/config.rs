@@ -402,7 +402,7 @@ pub struct ServeArgs {
     )]
     pub amqp_exchange: String,
 
-    /// Outbox rows the relay claims and publishes per round at most.
+    /// Outbox rows the relay reads and publishes per round at most.
     #[arg(
         long,
         env = "STAMPEDE_OUTBOX_BATCH",

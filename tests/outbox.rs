@@ -102,16 +102,16 @@ async fn assert_availability(pool: &PgPool, received: &BTreeMap<Uuid, Message>, 
     }
 }
 
-/// Wait until every outbox row of the event is marked sent (bounded).
+/// Wait until the relay's cursor is past every outbox row of the event
+/// (bounded).
 async fn wait_all_sent(pool: &PgPool, event_id: Uuid) {
     for _ in 0..1200 {
-        let unsent: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM outbox WHERE event_id = $1 AND published_at IS NULL",
-        )
-        .bind(event_id)
-        .fetch_one(pool)
-        .await
-        .unwrap();
+        let unsent: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM outbox_behind('amqp') WHERE event_id = $1")
+                .bind(event_id)
+                .fetch_one(pool)
+                .await
+                .unwrap();
         if unsent == 0 {
             return;
         }
@@ -437,13 +437,12 @@ async fn a_broker_cut_mid_burst_loses_no_message(_: PgPoolOptions, connect: PgCo
     let second = burst(150, 300);
     first.await.unwrap();
     second.await.unwrap();
-    let unsent: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM outbox WHERE event_id = $1 AND published_at IS NULL",
-    )
-    .bind(fixture.event_id)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let unsent: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM outbox_behind('amqp') WHERE event_id = $1")
+            .bind(fixture.event_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     assert!(unsent > 0, "the cut left nothing unsent: no test");
     proxy.restore();
 
@@ -489,13 +488,12 @@ async fn an_app_killed_between_commit_and_publish_publishes_after_restart(
     assert_eq!(response.status(), 201);
     let body: serde_json::Value = response.json().await.unwrap();
     let order_id = Uuid::parse_str(body["id"].as_str().unwrap()).unwrap();
-    let unsent: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM outbox WHERE order_id = $1 AND published_at IS NULL",
-    )
-    .bind(order_id)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let unsent: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM outbox_behind('amqp') WHERE order_id = $1")
+            .bind(order_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     assert_eq!(unsent, 1, "committed, not published");
     drop(server); // SIGKILL, and reaped
 
@@ -566,5 +564,79 @@ async fn two_relays_on_one_database_never_send_a_row_twice(
     assert_eq!(
         order_messages(&listener.deduplicated()),
         expected_order_messages(&pool, fixture.event_id).await
+    );
+}
+
+/// The outbox's readers go in log order, (transaction id, position), and
+/// only past transactions that have ended: a row whose transaction commits
+/// after a later-numbered one (its position was drawn first) is read when
+/// it commits, not skipped behind a cursor that moved on. (Without the
+/// horizon, the first read takes the later row and the cursor passes the
+/// earlier one for good.)
+#[sqlx::test]
+async fn a_row_that_commits_late_is_read_and_not_skipped(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    use stampede::db::outbox::{Consumer, move_cursor, read_after_cursor};
+
+    let pool = pool(connect, 4).await;
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 1, 10)]).await;
+    let write = "INSERT INTO outbox (kind, event_id, sequence, payload)
+                 VALUES ('event.cancelled', $1, $2, '{}') RETURNING id";
+    // One consumer round: read, move the cursor past what was read, commit.
+    let round = async || {
+        let mut tx = pool.begin().await.unwrap();
+        let rows = read_after_cursor(&mut tx, Consumer::Webhooks, 100)
+            .await
+            .unwrap();
+        if let Some(last) = rows.last() {
+            move_cursor(&mut tx, Consumer::Webhooks, last)
+                .await
+                .unwrap();
+        }
+        tx.commit().await.unwrap();
+        rows.into_iter()
+            .filter(|row| row.event_id == fixture.event_id)
+            .map(|row| row.id)
+            .collect::<Vec<Uuid>>()
+    };
+    // The rows the fixture wrote (none expected, but keep the test exact).
+    round().await;
+
+    let mut late = pool.begin().await.unwrap();
+    let early: Uuid = sqlx::query_scalar(write)
+        .bind(fixture.event_id)
+        .bind(1_i64)
+        .fetch_one(&mut *late)
+        .await
+        .unwrap();
+    let later: Uuid = sqlx::query_scalar(write)
+        .bind(fixture.event_id)
+        .bind(2_i64)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        round().await,
+        Vec::<Uuid>::new(),
+        "nothing is read while a transaction that began writing first is open"
+    );
+    late.commit().await.unwrap();
+    // Other tests' writing transactions on this server hold the horizon
+    // back too: read until both rows came (bounded).
+    let mut read = Vec::new();
+    for _ in 0..600 {
+        read.extend(round().await);
+        if read.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    read.extend(round().await);
+    assert_eq!(
+        read,
+        vec![early, later],
+        "both rows, each once, in log order"
     );
 }

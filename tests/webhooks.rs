@@ -202,7 +202,7 @@ async fn until(pool: &PgPool, sql: &str, bind: Uuid) {
 async fn settled(pool: &PgPool, endpoint: Uuid) {
     until(
         pool,
-        "SELECT NOT EXISTS (SELECT 1 FROM outbox WHERE webhooks_fanned_at IS NULL)
+        "SELECT NOT EXISTS (SELECT 1 FROM outbox_behind('webhooks'))
             AND NOT EXISTS (SELECT 1 FROM webhook_deliveries
                             WHERE endpoint_id = $1 AND status = 'pending')",
         endpoint,
@@ -383,7 +383,7 @@ async fn a_receiver_answering_410_is_disabled_with_its_reason_and_gets_nothing_m
     let message = created_message(&pool, second).await;
     until(
         &pool,
-        "SELECT webhooks_fanned_at IS NOT NULL FROM outbox WHERE id = $1",
+        "SELECT NOT EXISTS (SELECT 1 FROM outbox_behind('webhooks') WHERE id = $1)",
         message,
     )
     .await;

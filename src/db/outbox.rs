@@ -1,15 +1,40 @@
-//! The outbox's queries for its relay (src/outbox/): claim unsent rows,
-//! mark them sent, delete old sent ones, and the depth for `/metrics`. The
-//! rows themselves are written by the sale path's statements (`sql/`) and
-//! by a trigger on ticket types (migrations/0008_outbox.sql).
+//! The outbox's queries for its consumers (the AMQP relay, src/outbox/, and
+//! the webhook fan-out, src/webhooks/): read the rows after a consumer's
+//! cursor, move the cursor, delete old rows every consumer has handled, and
+//! the depth for `/metrics`. The rows themselves are written by the sale
+//! path's statements (`sql/`) and by a trigger on ticket types
+//! (migrations/0008_outbox.sql); nothing ever updates them
+//! (migrations/0014_outbox_cursors.sql says why, and why the order is
+//! (xid, position)).
 
 use sqlx::{PgPool, Postgres, Transaction};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+/// Who reads the outbox; each keeps its own cursor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consumer {
+    /// The AMQP relay.
+    Amqp,
+    /// The webhook fan-out.
+    Webhooks,
+}
+
+impl Consumer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Amqp => "amqp",
+            Self::Webhooks => "webhooks",
+        }
+    }
+}
+
 /// One message to send.
 #[derive(Debug, Clone)]
 pub struct OutboxRow {
+    /// The writing transaction's id: with `position`, the row's place in
+    /// the log.
+    pub xid: i64,
     pub position: i64,
     pub id: Uuid,
     pub kind: String,
@@ -21,55 +46,75 @@ pub struct OutboxRow {
     pub created_at: OffsetDateTime,
 }
 
-/// Up to `limit` unsent rows, oldest first, locked by `tx` until it ends.
-/// Rows another relay holds are skipped (`SKIP LOCKED`), so relays on one
-/// database never send a row at the same time.
-pub async fn claim(
+/// Up to `limit` rows after the consumer's cursor, in log order, from
+/// transactions that have ended (below the oldest running transaction id:
+/// no row can appear before them any more). The cursor row stays locked by
+/// `tx` until it ends; while another instance's consumer holds it, this
+/// reads nothing (`SKIP LOCKED`), so consumers of one kind on one database
+/// never handle a row at the same time.
+pub async fn read_after_cursor(
     tx: &mut Transaction<'_, Postgres>,
+    consumer: Consumer,
     limit: i64,
 ) -> Result<Vec<OutboxRow>, sqlx::Error> {
     sqlx::query_as!(
         OutboxRow,
-        "SELECT position, id, kind, event_id, order_id, ticket_type_id, sequence, payload,
-                created_at
-         FROM outbox WHERE published_at IS NULL
-         ORDER BY position LIMIT $1
-         FOR UPDATE SKIP LOCKED",
+        r#"SELECT o.xid::text::int8 AS "xid!", o.position AS "position!", o.id AS "id!",
+                  o.kind AS "kind!", o.event_id AS "event_id!", o.order_id, o.ticket_type_id,
+                  o.sequence AS "sequence!", o.payload AS "payload!",
+                  o.created_at AS "created_at!"
+           FROM (SELECT xid, position FROM outbox_cursors WHERE consumer = $1
+                 FOR UPDATE SKIP LOCKED) c
+           -- LATERAL, so that the cursor bounds one index range scan.
+           CROSS JOIN LATERAL (
+               SELECT * FROM outbox o
+               WHERE (o.xid, o.position) > (c.xid, c.position)
+                 AND o.xid < pg_snapshot_xmin(pg_current_snapshot())
+               ORDER BY o.xid, o.position LIMIT $2
+           ) o
+           ORDER BY o.xid, o.position"#,
+        consumer.as_str(),
         limit,
     )
     .fetch_all(&mut **tx)
     .await
 }
 
-/// Mark claimed rows sent (the broker confirmed them); returns each row's
-/// lag, from its write to now, in seconds (one clock: the database's).
-pub async fn mark_published(
+/// Move the consumer's cursor past `last` (a row read by
+/// [`read_after_cursor`] in `tx`); returns the database's clock, for the
+/// rows' lag.
+pub async fn move_cursor(
     tx: &mut Transaction<'_, Postgres>,
-    positions: &[i64],
-) -> Result<Vec<f64>, sqlx::Error> {
+    consumer: Consumer,
+    last: &OutboxRow,
+) -> Result<OffsetDateTime, sqlx::Error> {
     sqlx::query_scalar!(
-        r#"UPDATE outbox SET published_at = clock_timestamp()
-           WHERE position = ANY($1) AND published_at IS NULL
-           RETURNING extract(epoch FROM published_at - created_at)::float8 AS "lag!""#,
-        positions,
+        r#"UPDATE outbox_cursors SET xid = $2::text::xid8, position = $3, moved_at = clock_timestamp()
+           WHERE consumer = $1
+           RETURNING moved_at"#,
+        consumer.as_str(),
+        last.xid.to_string(),
+        last.position,
     )
-    .fetch_all(&mut **tx)
+    .fetch_one(&mut **tx)
     .await
 }
 
-/// Delete up to `limit` rows sent before `before` (and fanned out to
-/// webhooks: deliveries keep their own copy); returns how many went.
-/// Rows another instance is deleting are skipped.
-pub async fn delete_published(
+/// Delete up to `limit` rows written before `before` that every consumer
+/// has handled (webhook deliveries keep their own copy); returns how many
+/// went. Rows another instance is deleting are skipped.
+pub async fn delete_handled(
     db: &PgPool,
     before: OffsetDateTime,
     limit: i64,
 ) -> Result<u64, sqlx::Error> {
     Ok(sqlx::query!(
-        "DELETE FROM outbox WHERE position IN (
-             SELECT position FROM outbox
-             WHERE published_at < $1 AND webhooks_fanned_at IS NOT NULL
-             ORDER BY position LIMIT $2 FOR UPDATE SKIP LOCKED)",
+        "DELETE FROM outbox WHERE (xid, position) IN (
+             SELECT o.xid, o.position FROM outbox o
+             WHERE o.created_at < $1
+               AND NOT EXISTS (SELECT 1 FROM outbox_cursors c
+                               WHERE (o.xid, o.position) > (c.xid, c.position))
+             ORDER BY o.xid, o.position LIMIT $2 FOR UPDATE SKIP LOCKED)",
         before,
         limit,
     )
@@ -83,7 +128,7 @@ pub async fn depth(db: &PgPool) -> Result<(i64, f64), sqlx::Error> {
     let row = sqlx::query!(
         r#"SELECT count(*) AS "depth!",
                   coalesce(extract(epoch FROM now() - min(created_at))::float8, 0) AS "oldest!"
-           FROM outbox WHERE published_at IS NULL"#
+           FROM outbox_behind('amqp')"#
     )
     .fetch_one(db)
     .await?;

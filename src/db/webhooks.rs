@@ -7,6 +7,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use super::outbox::{self, Consumer};
 use crate::{
     domain::{DeliveryId, InvalidField, MAX_WEBHOOK_ENDPOINTS, OrganizerId, WebhookId},
     error::AppError,
@@ -293,21 +294,16 @@ pub async fn redeliver(
 
 /// Fan up to `limit` outbox rows out to the matching enabled endpoints of
 /// their event's organizer: one delivery per endpoint per message (the
-/// unique constraint makes a repeat a no-op), and mark the rows done.
-/// Rows another worker holds are skipped. Returns (rows, deliveries).
+/// unique constraint makes a repeat a no-op), and move the fan-out's
+/// cursor past them. While another instance's worker holds the cursor,
+/// this does nothing. Returns (rows, deliveries).
 pub async fn fan_out(db: &PgPool, limit: i64) -> Result<(usize, u64), sqlx::Error> {
     let mut tx: Transaction<'_, Postgres> = db.begin().await?;
-    let positions = sqlx::query_scalar!(
-        "SELECT position FROM outbox WHERE webhooks_fanned_at IS NULL
-         ORDER BY position LIMIT $1 FOR UPDATE SKIP LOCKED",
-        limit,
-    )
-    .fetch_all(&mut *tx)
-    .await?;
-    if positions.is_empty() {
+    let rows = outbox::read_after_cursor(&mut tx, Consumer::Webhooks, limit).await?;
+    let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
         tx.commit().await?;
         return Ok((0, 0));
-    }
+    };
     // The body: the AMQP message's (README), whose `type`, `timestamp` and
     // `data` are also Standard Webhooks' suggested shape.
     let inserted = sqlx::query!(
@@ -325,21 +321,20 @@ pub async fn fan_out(db: &PgPool, limit: i64) -> Result<(usize, u64), sqlx::Erro
          JOIN events e ON e.id = o.event_id
          JOIN webhook_endpoints w
            ON w.organizer_id = e.organizer_id AND w.enabled AND o.kind = ANY(w.event_types)
-         WHERE o.position = ANY($1)
+         -- The rows read: every row from the first to the last, in log order.
+         WHERE (o.xid, o.position) BETWEEN ($1::text::xid8, $2) AND ($3::text::xid8, $4)
          ON CONFLICT ON CONSTRAINT webhook_deliveries_once DO NOTHING",
-        &positions,
+        first.xid.to_string(),
+        first.position,
+        last.xid.to_string(),
+        last.position,
     )
     .execute(&mut *tx)
     .await?
     .rows_affected();
-    sqlx::query!(
-        "UPDATE outbox SET webhooks_fanned_at = now() WHERE position = ANY($1)",
-        &positions,
-    )
-    .execute(&mut *tx)
-    .await?;
+    outbox::move_cursor(&mut tx, Consumer::Webhooks, last).await?;
     tx.commit().await?;
-    Ok((positions.len(), inserted))
+    Ok((rows.len(), inserted))
 }
 
 /// A delivery the worker is to attempt now.
@@ -501,7 +496,7 @@ pub async fn depth(db: &PgPool) -> Result<(i64, i64), sqlx::Error> {
              (SELECT count(*) FROM webhook_deliveries d JOIN webhook_endpoints w
                 ON w.id = d.endpoint_id
               WHERE d.status = 'pending' AND w.enabled) AS "queued!",
-             (SELECT count(*) FROM outbox WHERE webhooks_fanned_at IS NULL) AS "unfanned!""#
+             (SELECT count(*) FROM outbox_behind('webhooks')) AS "unfanned!""#
     )
     .fetch_one(db)
     .await?;

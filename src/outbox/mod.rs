@@ -3,20 +3,24 @@
 //!
 //! Every change of an order's state writes its outbox row in the
 //! transaction that makes the change (`sql/`), so a message exists exactly
-//! when the change committed. The relay then, in rounds:
-//! 1. claims up to `batch` unsent rows, oldest first, in a transaction
-//!    (`FOR UPDATE SKIP LOCKED`: relays of other instances skip them);
+//! when the change committed. The outbox is append-only; the relay keeps a
+//! cursor (migrations/0014_outbox_cursors.sql) and, in rounds:
+//! 1. locks its cursor (`FOR UPDATE SKIP LOCKED`: while one instance's
+//!    relay holds it, the others' rounds read nothing) and reads up to
+//!    `batch` rows after it, in log order, from ended transactions;
 //! 2. publishes each to the durable topic exchange (routing key = the
 //!    message type, persistent, `message_id` = the row's id) on a channel
 //!    with publisher confirms;
-//! 3. marks sent exactly the rows the broker confirmed, and commits.
+//! 3. moves the cursor past the rows the broker confirmed without a gap,
+//!    and commits.
 //!
-//! A crash anywhere before 3 leaves the rows unsent: they go again later.
+//! A crash anywhere before 3 leaves the cursor where it was: the rows go
+//! again later.
 //! Delivery is therefore at least once; consumers drop duplicates by
 //! message id and order one order's messages by their sequence. When the
 //! broker goes away the relay reconnects with back-off; the outbox keeps
-//! recording meanwhile. Sent rows older than the retention are deleted, a
-//! batch at a time.
+//! recording meanwhile. Rows older than the retention that every consumer
+//! has handled are deleted, a batch at a time.
 
 mod publisher;
 
@@ -27,7 +31,7 @@ use sqlx::PgPool;
 use time::OffsetDateTime;
 use tokio::task::JoinHandle;
 
-use crate::db;
+use crate::db::{self, outbox::Consumer};
 use publisher::Publisher;
 
 /// Rows deleted per retention statement.
@@ -144,27 +148,31 @@ pub async fn run(db: PgPool, settings: RelaySettings) {
     }
 }
 
-/// One round: claim, publish, mark what the broker confirmed. Returns how
-/// many rows were claimed.
+/// One round: read after the cursor, publish, move the cursor past what
+/// the broker confirmed. Returns how many rows were read.
 async fn round(
     db: &PgPool,
     publisher: &Publisher,
     settings: &RelaySettings,
 ) -> Result<usize, RoundError> {
     let mut tx = db.begin().await?;
-    let rows = db::outbox::claim(&mut tx, settings.batch).await?;
+    let rows = db::outbox::read_after_cursor(&mut tx, Consumer::Amqp, settings.batch).await?;
     if rows.is_empty() {
         tx.commit().await?;
         return Ok(0);
     }
     let outcome = publisher.publish_all(&rows, settings.confirm_timeout).await;
-    let lags = db::outbox::mark_published(&mut tx, &outcome.confirmed).await?;
-    tx.commit().await?;
-    for lag in &lags {
-        metrics::histogram!("stampede_outbox_lag_seconds").record(*lag);
+    let sent = &rows[..outcome.confirmed];
+    if let Some(last) = sent.last() {
+        let now = db::outbox::move_cursor(&mut tx, Consumer::Amqp, last).await?;
+        tx.commit().await?;
+        for row in sent {
+            let lag = (now - row.created_at).as_seconds_f64();
+            metrics::histogram!("stampede_outbox_lag_seconds").record(lag);
+        }
+        metrics::counter!("stampede_outbox_published_total").increment(sent.len() as u64);
     }
-    metrics::counter!("stampede_outbox_published_total").increment(lags.len() as u64);
-    let failed = rows.len() - outcome.confirmed.len();
+    let failed = rows.len() - sent.len();
     if failed > 0 {
         metrics::counter!("stampede_outbox_failed_total").increment(failed as u64);
     }
@@ -174,14 +182,15 @@ async fn round(
     }
 }
 
-/// Delete sent rows older than `retention`, a batch per statement.
+/// Delete rows older than `retention` that every consumer has handled, a
+/// batch per statement.
 async fn delete_old(db: &PgPool, retention: Duration) {
     let Ok(retention) = time::Duration::try_from(retention) else {
         return;
     };
     let before = OffsetDateTime::now_utc() - retention;
     loop {
-        match db::outbox::delete_published(db, before, DELETE_BATCH).await {
+        match db::outbox::delete_handled(db, before, DELETE_BATCH).await {
             Ok(deleted) => {
                 metrics::counter!("stampede_outbox_deleted_total").increment(deleted);
                 if deleted < DELETE_BATCH as u64 {

@@ -25,8 +25,9 @@ pub(super) struct Publisher {
 
 /// What a batch's publishing achieved.
 pub(super) struct Outcome {
-    /// Positions of the rows the broker confirmed (acked).
-    pub confirmed: Vec<i64>,
+    /// How many rows, from the first, the broker confirmed (acked) without
+    /// a gap: the relay's cursor moves past these.
+    pub confirmed: usize,
     /// Why the rest were not, if the broker or the connection failed.
     pub error: Option<String>,
 }
@@ -62,8 +63,8 @@ impl Publisher {
     }
 
     /// Publish every row, then wait (at most `timeout`) for the broker's
-    /// confirms. Stops at the first failure: what was confirmed before it
-    /// still counts.
+    /// confirms. Stops at the first failure: the rows confirmed before it
+    /// still count.
     pub async fn publish_all(&self, rows: &[OutboxRow], timeout: Duration) -> Outcome {
         let mut pending = Vec::with_capacity(rows.len());
         let mut error = None;
@@ -79,28 +80,27 @@ impl Publisher {
                 )
                 .await;
             match published {
-                Ok(confirm) => pending.push((row.position, confirm)),
+                Ok(confirm) => pending.push(confirm),
                 Err(err) => {
                     error = Some(err.to_string());
                     break;
                 }
             }
         }
-        let mut confirmed = Vec::with_capacity(pending.len());
+        let mut confirmed = 0;
         let deadline = tokio::time::Instant::now() + timeout;
-        for (position, confirm) in pending {
-            match tokio::time::timeout_at(deadline, confirm).await {
-                Ok(Ok(Confirmation::Ack(_))) => confirmed.push(position),
-                Ok(Ok(other)) => {
-                    error.get_or_insert_with(|| format!("not confirmed: {other:?}"));
+        for confirm in pending {
+            let failure = match tokio::time::timeout_at(deadline, confirm).await {
+                Ok(Ok(Confirmation::Ack(_))) => {
+                    confirmed += 1;
+                    continue;
                 }
-                Ok(Err(err)) => {
-                    error.get_or_insert_with(|| err.to_string());
-                }
-                Err(_) => {
-                    error.get_or_insert_with(|| "no confirm within the timeout".to_owned());
-                }
-            }
+                Ok(Ok(other)) => format!("not confirmed: {other:?}"),
+                Ok(Err(err)) => err.to_string(),
+                Err(_) => "no confirm within the timeout".to_owned(),
+            };
+            error.get_or_insert(failure);
+            break;
         }
         Outcome { confirmed, error }
     }
