@@ -395,10 +395,14 @@ pub async fn join(
     )
     .fetch_one(&mut *tx)
     .await?;
+    // Counted up to the cap at most: a cost bounded by the cap, however
+    // many entries one address holds (a NAT, or the cap raised).
     let held = sqlx::query_scalar!(
-        r#"SELECT count(*) AS "n!" FROM queue_entries WHERE event_id = $1 AND client_hash = $2"#,
+        r#"SELECT count(*) AS "n!" FROM (SELECT 1 FROM queue_entries
+                                          WHERE event_id = $1 AND client_hash = $2 LIMIT $3) held"#,
         event_id.get(),
         &client_hash,
+        i64::from(rooms.entries_per_client),
     )
     .fetch_one(&mut *tx)
     .await?;
