@@ -342,6 +342,19 @@ pub struct ServeArgs {
     )]
     pub waiting_room_entries_per_client: u32,
 
+    /// The waiting room's proof of work: leading zero bits of SHA-256 a
+    /// joiner must find, 2^bits hashes on average (18: 262,144, about a
+    /// second in a phone's browser). 0 asks for no work (each solution
+    /// still joins once).
+    #[arg(
+        long,
+        env = "STAMPEDE_WAITING_ROOM_PROOF_BITS",
+        default_value_t = crate::waiting_room::DEFAULT_PROOF_BITS,
+        value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::waiting_room::MAX_PROOF_BITS)),
+        global = true
+    )]
+    pub waiting_room_proof_bits: u32,
+
     /// Milliseconds a page of the public event list (`/`, `/api/v1/events`)
     /// is served from memory, shared by all requests; 0 turns it off.
     #[arg(

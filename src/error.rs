@@ -76,6 +76,17 @@ pub enum AppError {
     PassSpent,
     #[error("At most {max} places in this queue per network address.")]
     TooManyEntries { max: u32 },
+    // The proof of work at the queue's door (src/waiting_room/proof.rs).
+    #[error(
+        "Joining this queue needs a solved challenge (a small puzzle your browser solves with JavaScript); send it as `proof`."
+    )]
+    ProofRequired,
+    #[error("This challenge has expired; get a new one and solve it again.")]
+    ProofExpired,
+    #[error("This proof does not solve a challenge of this queue.")]
+    ProofInvalid,
+    #[error("This solved challenge was already used to join; each one joins once.")]
+    ProofReused,
     #[error("Something went wrong on our side; please try again.")]
     Internal(#[source] anyhow::Error),
 }
@@ -110,6 +121,8 @@ impl AppError {
                 StatusCode::FORBIDDEN
             }
             Self::TooManyEntries { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::ProofRequired | Self::ProofExpired | Self::ProofInvalid => StatusCode::FORBIDDEN,
+            Self::ProofReused => StatusCode::CONFLICT,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -145,6 +158,10 @@ impl AppError {
             Self::PassInvalid => "pass_invalid",
             Self::PassSpent => "pass_spent",
             Self::TooManyEntries { .. } => "queue_entries_limit",
+            Self::ProofRequired => "proof_required",
+            Self::ProofExpired => "proof_expired",
+            Self::ProofInvalid => "proof_invalid",
+            Self::ProofReused => "proof_reused",
             Self::Internal(_) => "internal",
         }
     }
@@ -159,6 +176,9 @@ impl AppError {
             | Self::EventBuyerLimit { .. } => Some("quantity"),
             Self::IdempotencyConflict => Some("idempotency_key"),
             Self::NonceReused => Some("nonce"),
+            Self::ProofRequired | Self::ProofExpired | Self::ProofInvalid | Self::ProofReused => {
+                Some("proof")
+            }
             _ => None,
         }
     }
@@ -214,6 +234,7 @@ fn constraint_error(name: &str) -> Option<AppError> {
         "orders_buyer_idempotency_key" => Some(AppError::IdempotencyConflict),
         "orders_ticket_type_id_fkey" => Some(AppError::NotFound),
         "orders_queue_entry_once" => Some(AppError::PassSpent),
+        "queue_entries_proof_once" => Some(AppError::ProofReused),
         "waiting_rooms_prequeue_minutes_range" => invalid(
             "prequeue_minutes",
             "The pre-queue opens between 0 and 1440 minutes before the sale.",

@@ -1,6 +1,62 @@
 // Progressive enhancement only: every page works without this file.
 "use strict";
 
+// The waiting room's door (see README, "Waiting room"): before a join form
+// goes, fetch a challenge and have a Web Worker solve it (about a second),
+// then submit with the solution in `proof`. Registered before the
+// one-submit guard below, which sees only the final submit.
+document.addEventListener("submit", (event) => {
+  const form = event.target;
+  if (!(form instanceof HTMLFormElement) || !form.dataset.proofChallenge) return;
+  const proof = form.querySelector("input[name=proof]");
+  if (!proof || proof.value) return;
+  event.preventDefault();
+  event.stopImmediatePropagation();
+  if (form.dataset.solving === "1") return;
+  form.dataset.solving = "1";
+  const status = form.querySelector(".proof-status");
+  const say = (text) => { if (status) status.textContent = text; };
+  const buttons = form.querySelectorAll("button[type=submit]");
+  for (const button of buttons) {
+    button.disabled = true;
+    button.setAttribute("aria-busy", "true");
+  }
+  const fail = (text) => {
+    delete form.dataset.solving;
+    for (const button of buttons) {
+      button.disabled = false;
+      button.removeAttribute("aria-busy");
+    }
+    say(text);
+  };
+  say("Solving a small puzzle before joining (about a second)…");
+  fetch(form.dataset.proofChallenge, { headers: { accept: "application/json" }, credentials: "same-origin" })
+    .then((response) => {
+      if (!response.ok) throw new Error("challenge " + response.status);
+      return response.json();
+    })
+    .then((challenge) => new Promise((resolve, reject) => {
+      const worker = new Worker(form.dataset.proofWorker);
+      worker.onmessage = (message) => {
+        if (message.data && message.data.proof) {
+          worker.terminate();
+          resolve(message.data.proof);
+        }
+      };
+      worker.onerror = (error) => {
+        worker.terminate();
+        reject(error);
+      };
+      worker.postMessage({ challenge: challenge.challenge, bits: challenge.difficulty_bits });
+    }))
+    .then((solution) => {
+      proof.value = solution;
+      say("Solved; joining…");
+      form.submit();
+    })
+    .catch(() => fail("Could not solve the puzzle; please press the button again."));
+});
+
 // One submit per click: disable the button until the answer arrives.
 document.addEventListener("submit", (event) => {
   const form = event.target;
@@ -25,6 +81,11 @@ document.addEventListener("submit", (event) => {
 
 // Coming back with the browser's Back button must not leave buttons dead.
 window.addEventListener("pageshow", () => {
+  for (const form of document.querySelectorAll("form[data-proof-challenge]")) {
+    delete form.dataset.solving;
+    const proof = form.querySelector("input[name=proof]");
+    if (proof) proof.value = "";
+  }
   for (const form of document.querySelectorAll("form[data-once]")) {
     delete form.dataset.submitting;
     for (const button of form.querySelectorAll("button[type=submit]")) {
@@ -63,4 +124,39 @@ if (countdown) {
     setTimeout(tick, Math.min(1000, leftMs));
   };
   if (Number.isFinite(opensAt) && Number.isFinite(skew)) tick();
+}
+
+// The organizer dashboard's waiting room: refresh its figures every five
+// seconds from the session's JSON twin of the organizer API. Without this
+// file they are as of the page's load.
+const liveRoom = document.querySelector("[data-live]");
+if (liveRoom) {
+  const words = (s) => s < 60 ? s + " s"
+    : s < 3600 ? Math.floor(s / 60) + " min " + (s % 60) + " s"
+    : Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+  const show = (room) => {
+    const state = !room.enabled ? "off" : room.paused ? "paused" : "admitting";
+    const values = {
+      state,
+      waiting: room.waiting,
+      admitted_last_minute: room.admitted_last_minute,
+      admitted: room.admitted,
+      active_passes: room.active_passes,
+      estimated_secs_to_clear: room.estimated_secs_to_clear == null ? "—" : words(room.estimated_secs_to_clear),
+    };
+    for (const [name, value] of Object.entries(values)) {
+      const cell = liveRoom.querySelector(`[data-figure="${name}"]`);
+      if (cell) cell.textContent = String(value);
+    }
+    const badge = liveRoom.querySelector("[data-figure=state]");
+    if (badge) badge.className = "badge " + state;
+  };
+  const refresh = () => {
+    fetch(liveRoom.dataset.live, { headers: { accept: "application/json" }, credentials: "same-origin" })
+      .then((response) => response.ok ? response.json() : null)
+      .then((room) => { if (room) show(room); })
+      .catch(() => {})
+      .finally(() => setTimeout(refresh, 5000));
+  };
+  setTimeout(refresh, 5000);
 }

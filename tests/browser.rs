@@ -693,6 +693,177 @@ async fn the_countdown_follows_the_server_clock_and_reloads_once_into_the_buy_fo
     assert_eq!(same, true, "the page reloaded again");
 }
 
+/// The waiting room in a real browser: a buyer joins the pre-queue (the Web
+/// Worker solves the challenge), a second tab of the same browser gets the
+/// same place, the place falls as others are let in (the page refreshes
+/// itself), and once admitted the buyer buys.
+#[sqlx::test]
+async fn a_buyer_joins_the_waiting_room_waits_is_admitted_and_buys_in_a_real_browser(pool: PgPool) {
+    use stampede::{
+        AppState,
+        domain::EventId,
+        waiting_room::{self, RoomKey, RoomSettings, Rooms},
+    };
+    let driver = Chromedriver::start().await;
+    let opens = (time::OffsetDateTime::now_utc() + Span::minutes(10))
+        .replace_nanosecond(0)
+        .unwrap();
+    let clock = stampede::clock::ManualClock::new(opens - Span::minutes(5));
+    // A real (if small) proof of work: 2^12 hashes for the worker.
+    let rooms = Rooms::new(RoomKey::random(), 10).with_proof_bits(12);
+    let state = AppState::new(pool.clone())
+        .with_clock(clock.clone())
+        .with_list_cache_ttl(Duration::ZERO)
+        .with_rooms(rooms.clone());
+    let app = TestApp::spawn_state(pool.clone(), clock, state).await;
+    let fixture = common::event_with_window(
+        &pool,
+        opens,
+        None,
+        "published",
+        &[common::TicketSpec::new(10, 2, 2)],
+    )
+    .await;
+    let event_id = EventId::from(fixture.event_id);
+    let tt = fixture.ticket_type_id();
+    waiting_room::save(
+        &pool,
+        event_id,
+        &RoomSettings {
+            enabled: true,
+            admit_per_minute: Some(60),
+            ..RoomSettings::default()
+        },
+    )
+    .await
+    .unwrap();
+    // Three others in the pre-queue, joined through the library.
+    let before = app.clock.now();
+    for _ in 0..3 {
+        let challenge = rooms.challenge(event_id, before);
+        let proof = waiting_room::solve(&challenge.token, challenge.bits);
+        waiting_room::join(&pool, &rooms, event_id, None, Some(&proof), None, before)
+            .await
+            .unwrap();
+    }
+
+    // Two tabs of one browser on the event page, both with the join button.
+    let buyer = driver.browser().await;
+    let page = format!("/events/{event_id}");
+    buyer.goto(&app.url(&page)).await.unwrap();
+    wait_for_path(&buyer, "the queued event page", |p| p == page).await;
+    find(&buyer, "form.join button[type=submit]").await;
+    assert!(
+        texts(&buyer, &radio(tt)).await.is_empty(),
+        "no buy form before a turn"
+    );
+    let first_tab = buyer.window().await.unwrap();
+    let second_tab = buyer.new_window(true).await.unwrap().handle;
+    buyer.switch_to_window(second_tab.clone()).await.unwrap();
+    buyer.goto(&app.url(&page)).await.unwrap();
+    find(&buyer, "form.join button[type=submit]").await;
+
+    // The first tab joins: the worker solves, the form goes with the proof.
+    buyer.switch_to_window(first_tab.clone()).await.unwrap();
+    click(&buyer, "form.join button[type=submit]").await;
+    let queue = format!("/events/{event_id}/queue");
+    wait_for_path(&buyer, "the position page", |p| p == queue).await;
+    let prequeue = texts(&buyer, "p.place").await.join(" ");
+    assert!(prequeue.contains("You are in the pre-queue"), "{prequeue}");
+    let (entry, salt): (Uuid, Option<Vec<u8>>) = sqlx::query_as(
+        "SELECT id, proof_salt FROM queue_entries WHERE event_id = $1 ORDER BY seq DESC LIMIT 1",
+    )
+    .bind(event_id.get())
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        salt.map(|s| s.len()),
+        Some(16),
+        "joined with a solved proof"
+    );
+
+    // The second tab, still showing the join button, joins too: the same place.
+    buyer.switch_to_window(second_tab).await.unwrap();
+    click(&buyer, "form.join button[type=submit]").await;
+    wait_for_path(&buyer, "the position page in the second tab", |p| {
+        p == queue
+    })
+    .await;
+    let entries: i64 = sqlx::query_scalar("SELECT count(*) FROM queue_entries")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(entries, 4, "the second tab got no second place");
+    buyer.close_window().await.unwrap();
+    buyer.switch_to_window(first_tab).await.unwrap();
+
+    // So that this buyer is last and sees their place fall, the test picks
+    // the seed (before the shuffle, as nobody else can) that puts them there.
+    let ids: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM queue_entries")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let seed = std::iter::repeat_with(rand::random::<[u8; 32]>)
+        .find(|seed| waiting_room::shuffle_order(seed, ids.clone()).last() == Some(&entry))
+        .unwrap();
+    sqlx::query("UPDATE waiting_rooms SET seed = $2 WHERE event_id = $1")
+        .bind(event_id.get())
+        .bind(&seed[..])
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    // The opening: shuffled, nobody in yet; then one a second (60 a minute).
+    app.clock.set(opens);
+    assert_eq!(waiting_room::tick(&pool, opens).await.unwrap(), Some(0));
+    buyer.refresh().await.unwrap();
+    let place = |c: &Client| {
+        let c = c.clone();
+        async move {
+            let shown = texts(&c, "p.place strong").await;
+            shown.first().and_then(|t| t.parse::<i64>().ok())
+        }
+    };
+    let mut shown = until(&buyer, "a place after the shuffle", || place(&buyer)).await;
+    assert_eq!(shown, 4);
+    screenshot(&buyer, "queue").await;
+    for second in 1..=3 {
+        let at = opens + Span::seconds(second);
+        app.clock.set(at);
+        assert_eq!(waiting_room::tick(&pool, at).await.unwrap(), Some(1));
+        // The page refreshes itself (a meta refresh every 5-9 s).
+        let now_shown = until(&buyer, "the place to fall", || {
+            let buyer = buyer.clone();
+            async move { place(&buyer).await.filter(|p| *p < shown) }
+        })
+        .await;
+        assert_eq!(now_shown, shown - 1);
+        shown = now_shown;
+    }
+    assert_eq!(shown, 1);
+
+    // Admitted: the page says so and leads to the tickets; the buyer buys.
+    let at = opens + Span::seconds(4);
+    app.clock.set(at);
+    assert_eq!(waiting_room::tick(&pool, at).await.unwrap(), Some(1));
+    buyer.refresh().await.unwrap();
+    let turn = texts(&buyer, "main p.notice").await.join(" ");
+    assert!(turn.contains("It is your turn"), "{turn}");
+    click(&buyer, "main a.button").await;
+    wait_for_path(&buyer, "the event page with the pass", |p| p == page).await;
+    fill_buy_form(&buyer, tt, "1", "fan@example.org").await;
+    click(&buyer, "form.buy button[type=submit]").await;
+    let order_path = wait_for_path(&buyer, "the order page", |p| p.starts_with("/orders/")).await;
+    let spent: Option<Uuid> = sqlx::query_scalar("SELECT queue_entry_id FROM orders WHERE id = $1")
+        .bind(order_id(&order_path))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(spent, Some(entry), "the order spent this buyer's pass");
+    publish_screenshots(&["queue"]);
+}
+
 // ---------------------------------------------------------------------------
 // Browser helpers. Every wait is bounded by WAIT and fails with what the
 // browser shows at that moment.

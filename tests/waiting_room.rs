@@ -107,7 +107,7 @@ async fn a_thousand_joiners_are_shuffled_verifiably_and_later_ones_queue_by_arri
     waiting_room::save(&pool, event_id, &settings(60))
         .await
         .unwrap();
-    let rooms = Rooms::new(RoomKey::random(), 10_000);
+    let rooms = common::test_rooms(RoomKey::random(), 10_000);
 
     // Before the opening: the commitment only.
     let room = waiting_room::load(&pool, event_id).await.unwrap().unwrap();
@@ -123,9 +123,17 @@ async fn a_thousand_joiners_are_shuffled_verifiably_and_later_ones_queue_by_arri
     let before = opens - Duration::minutes(5);
     let mut joined = Vec::new();
     for _ in 0..1000 {
-        let entry = waiting_room::join(&pool, &rooms, event_id, None, None, before)
-            .await
-            .unwrap();
+        let entry = waiting_room::join(
+            &pool,
+            &rooms,
+            event_id,
+            None,
+            Some(&common::proof(&rooms, event_id, before)),
+            None,
+            before,
+        )
+        .await
+        .unwrap();
         assert!(entry.new);
         joined.push(entry.entry.get());
     }
@@ -139,6 +147,7 @@ async fn a_thousand_joiners_are_shuffled_verifiably_and_later_ones_queue_by_arri
                 .key()
                 .entry_token(event_id, QueueEntryId::from(joined[0])),
         ),
+        None,
         None,
         before,
     )
@@ -156,11 +165,19 @@ async fn a_thousand_joiners_are_shuffled_verifiably_and_later_ones_queue_by_arri
     let mut later = Vec::new();
     for _ in 0..5 {
         later.push(
-            waiting_room::join(&pool, &rooms, event_id, None, None, after)
-                .await
-                .unwrap()
-                .entry
-                .get(),
+            waiting_room::join(
+                &pool,
+                &rooms,
+                event_id,
+                None,
+                Some(&common::proof(&rooms, event_id, after)),
+                None,
+                after,
+            )
+            .await
+            .unwrap()
+            .entry
+            .get(),
         );
     }
 
@@ -226,7 +243,7 @@ async fn queued_app(pool: &PgPool, key: &RoomKey) -> (TestApp, Fixture) {
         .with_clock(clock.clone())
         .with_limits(limits)
         .with_list_cache_ttl(StdDuration::ZERO)
-        .with_rooms(Rooms::new(key.clone(), 10));
+        .with_rooms(common::test_rooms(key.clone(), 10));
     (
         TestApp::spawn_state(pool.clone(), clock, state).await,
         fixture,
@@ -293,9 +310,11 @@ async fn buying_a_queued_event_needs_a_valid_unspent_pass_and_refusals_write_not
     assert!(page.contains("Join the queue"));
 
     // Join through the API, get admitted, fetch the pass.
+    let proof = api_proof(&app.client, &app, event_id.get()).await;
     let joined = app
         .client
         .post(app.url(&format!("/api/v1/events/{event_id}/queue")))
+        .json(&json!({ "proof": proof }))
         .send()
         .await
         .unwrap();
@@ -450,9 +469,17 @@ async fn the_unique_entry_on_orders_is_the_last_word_on_a_spent_pass(pool: PgPoo
 
 async fn entries(pool: &PgPool, rooms: &Rooms, event_id: EventId, n: usize, at: OffsetDateTime) {
     for _ in 0..n {
-        waiting_room::join(pool, rooms, event_id, None, None, at)
-            .await
-            .unwrap();
+        waiting_room::join(
+            pool,
+            rooms,
+            event_id,
+            None,
+            Some(&common::proof(rooms, event_id, at)),
+            None,
+            at,
+        )
+        .await
+        .unwrap();
     }
 }
 
@@ -473,7 +500,7 @@ async fn two_admitters_at_once_admit_no_entry_twice_and_keep_to_the_rate(pool: P
     waiting_room::save(&pool, event_id, &settings(600))
         .await
         .unwrap();
-    let rooms = Rooms::new(RoomKey::random(), 10_000);
+    let rooms = common::test_rooms(RoomKey::random(), 10_000);
     let t0 = now();
     entries(&pool, &rooms, event_id, 300, t0 - Duration::seconds(30)).await;
     sqlx::query("UPDATE waiting_rooms SET admit_clock = $2 WHERE event_id = $1")
@@ -535,7 +562,7 @@ async fn the_cap_bounds_active_passes_and_pause_stops_admission(pool: PgPool) {
         ..RoomSettings::default()
     };
     waiting_room::save(&pool, event_id, &capped).await.unwrap();
-    let rooms = Rooms::new(RoomKey::random(), 10_000);
+    let rooms = common::test_rooms(RoomKey::random(), 10_000);
     let t0 = now();
     entries(&pool, &rooms, event_id, 10, t0).await;
     assert_eq!(waiting_room::tick(&pool, t0).await.unwrap(), Some(3));
@@ -574,7 +601,7 @@ async fn a_crashed_admitter_is_replaced(pool: PgPool) {
     waiting_room::save(&pool, event_id, &settings(600))
         .await
         .unwrap();
-    let rooms = Rooms::new(RoomKey::random(), 10_000);
+    let rooms = common::test_rooms(RoomKey::random(), 10_000);
     let t0 = now();
     entries(&pool, &rooms, event_id, 20, t0 - Duration::seconds(30)).await;
 
@@ -620,6 +647,21 @@ async fn a_crashed_admitter_is_replaced(pool: PgPool) {
     assert!(admitted(&pool, event_id).await > 0);
 }
 
+/// A challenge from the API, solved by the rule, as any client would.
+async fn api_proof(client: &reqwest::Client, app: &TestApp, event_id: Uuid) -> String {
+    let challenge: Value = client
+        .get(app.url(&format!("/api/v1/events/{event_id}/queue/challenge")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let bits = u32::try_from(challenge["difficulty_bits"].as_u64().unwrap()).unwrap();
+    assert_eq!(challenge["expected_hashes"], 1_u64 << bits);
+    waiting_room::solve(challenge["challenge"].as_str().unwrap(), bits)
+}
+
 /// A browser: keeps its cookies, follows no redirects.
 fn browser() -> reqwest::Client {
     reqwest::Client::builder()
@@ -659,12 +701,13 @@ async fn a_browser_joins_waits_is_admitted_and_buys_once(pool: PgPool) {
     let csrf = common::csrf_from_page(&page);
     assert!(!page.contains(&tt));
 
-    // Joining, twice (a second tab): one place.
+    // Joining, twice (a second tab, with its own solved challenge): one place.
     for _ in 0..2 {
+        let proof = api_proof(&buyer, &app, event_id).await;
         let joined = post(
             &buyer,
             app.url(&format!("/events/{event_id}/queue")),
-            &[],
+            &[("proof", &proof)],
             &csrf,
         )
         .await;
@@ -865,12 +908,15 @@ async fn one_client_address_holds_a_bounded_number_of_entries(pool: PgPool) {
     waiting_room::save(&pool, event_id, &settings(60))
         .await
         .unwrap();
-    let rooms = Rooms::new(RoomKey::random(), 3);
+    let rooms = common::test_rooms(RoomKey::random(), 3);
     let at = now();
     let join = |ip: &str| {
         let ip: std::net::IpAddr = ip.parse().unwrap();
         let (pool, rooms) = (pool.clone(), rooms.clone());
-        async move { waiting_room::join(&pool, &rooms, event_id, None, Some(ip), at).await }
+        async move {
+            let proof = common::proof(&rooms, event_id, at);
+            waiting_room::join(&pool, &rooms, event_id, None, Some(&proof), Some(ip), at).await
+        }
     };
     for ip in ["2001:db8::1", "2001:db8::2", "2001:db8::ffff"] {
         join(ip).await.unwrap();
@@ -895,11 +941,14 @@ async fn one_client_address_holds_a_bounded_number_of_entries(pool: PgPool) {
 
 #[sqlx::test]
 async fn nobody_joins_a_draft_a_room_that_is_off_or_a_queue_not_open_yet(pool: PgPool) {
-    let rooms = Rooms::new(RoomKey::random(), 10);
+    let rooms = common::test_rooms(RoomKey::random(), 10);
     let at = now();
     let join = |event_id: EventId| {
         let (pool, rooms) = (pool.clone(), rooms.clone());
-        async move { waiting_room::join(&pool, &rooms, event_id, None, None, at).await }
+        async move {
+            let proof = common::proof(&rooms, event_id, at);
+            waiting_room::join(&pool, &rooms, event_id, None, Some(&proof), None, at).await
+        }
     };
     let specs = [TicketSpec::new(10, 2, 2)];
 
@@ -938,4 +987,410 @@ async fn nobody_joins_a_draft_a_room_that_is_off_or_a_queue_not_open_yet(pool: P
         .await
         .unwrap();
     assert_eq!(entries, 0);
+}
+
+async fn api_join(
+    app: &TestApp,
+    event_id: Uuid,
+    body: Option<Value>,
+    token: Option<&str>,
+) -> (StatusCode, Value) {
+    let mut request = app
+        .client
+        .post(app.url(&format!("/api/v1/events/{event_id}/queue")));
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    if let Some(token) = token {
+        request = request.header("stampede-queue-entry", token);
+    }
+    let resp = request.send().await.unwrap();
+    (resp.status(), resp.json().await.unwrap())
+}
+
+async fn entry_count(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM queue_entries")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test]
+async fn joining_needs_a_fresh_solved_challenge_and_every_refusal_writes_nothing(pool: PgPool) {
+    let key = RoomKey::random();
+    let (app, fixture) = queued_app(&pool, &key).await;
+    let event_id = fixture.event_id;
+    let code = |(status, body): (StatusCode, Value)| {
+        (
+            status,
+            body["error"]["code"].as_str().unwrap_or("").to_owned(),
+        )
+    };
+
+    // Nothing, garbage, the bare challenge, a nonce that misses the zero bits.
+    let refused = code(api_join(&app, event_id, None, None).await);
+    assert_eq!(refused, (StatusCode::FORBIDDEN, "proof_required".into()));
+    let refused = code(api_join(&app, event_id, Some(json!({"proof": "nope"})), None).await);
+    assert_eq!(refused, (StatusCode::FORBIDDEN, "proof_invalid".into()));
+    let challenge: Value = app
+        .client
+        .get(app.url(&format!("/api/v1/events/{event_id}/queue/challenge")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = challenge["challenge"].as_str().unwrap();
+    let bits = u32::try_from(challenge["difficulty_bits"].as_u64().unwrap()).unwrap();
+    assert_eq!(bits, common::TEST_PROOF_BITS);
+    let refused = code(api_join(&app, event_id, Some(json!({"proof": token})), None).await);
+    assert_eq!(refused, (StatusCode::FORBIDDEN, "proof_invalid".into()));
+    let wrong = (0..)
+        .map(|n| format!("{token}.{n}"))
+        .find(|p| waiting_room::leading_zero_bits(&Sha256::digest(p.as_bytes())) < bits)
+        .unwrap();
+    let refused = code(api_join(&app, event_id, Some(json!({"proof": wrong})), None).await);
+    assert_eq!(refused, (StatusCode::FORBIDDEN, "proof_invalid".into()));
+    // Unknown fields and non-objects are refused too.
+    let (status, _) = api_join(&app, event_id, Some(json!({"prooof": "x"})), None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    // Another event's solution is not this one's.
+    let other = published_event(&pool, &[TicketSpec::new(10, 2, 2)]).await;
+    waiting_room::save(&pool, EventId::from(other.event_id), &settings(60))
+        .await
+        .unwrap();
+    let theirs = api_proof(&app.client, &app, other.event_id).await;
+    let refused = code(api_join(&app, event_id, Some(json!({"proof": theirs})), None).await);
+    assert_eq!(refused, (StatusCode::FORBIDDEN, "proof_invalid".into()));
+
+    // An expired one.
+    let stale = waiting_room::solve(token, bits);
+    app.clock.set(app.clock.now() + waiting_room::CHALLENGE_TTL);
+    let refused = code(api_join(&app, event_id, Some(json!({"proof": stale})), None).await);
+    assert_eq!(refused, (StatusCode::FORBIDDEN, "proof_expired".into()));
+    assert_eq!(entry_count(&pool).await, 0, "no refusal wrote an entry");
+
+    // A good one joins once; replayed (without the entry's token, as a
+    // script would) it makes no second entry.
+    let proof = api_proof(&app.client, &app, event_id).await;
+    let (status, joined) = api_join(&app, event_id, Some(json!({"proof": proof})), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{joined}");
+    for _ in 0..3 {
+        let refused = code(api_join(&app, event_id, Some(json!({"proof": proof})), None).await);
+        assert_eq!(refused, (StatusCode::CONFLICT, "proof_reused".into()));
+    }
+    assert_eq!(entry_count(&pool).await, 1);
+    // The holder of the entry keeps it without solving again.
+    let (status, again) = api_join(
+        &app,
+        event_id,
+        None,
+        Some(joined["token"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["entry_id"], joined["entry_id"]);
+
+    // The form without a proof (JavaScript off): refused, and the page says why.
+    let buyer = browser();
+    let page = text(&buyer, app.url(&format!("/events/{event_id}"))).await;
+    assert!(page.contains("<noscript>"), "{page}");
+    assert!(page.contains("Joining this queue needs JavaScript"));
+    assert!(page.contains("/static/proof-worker.js?v="));
+    let csrf = common::csrf_from_page(&page);
+    let refused = post(
+        &buyer,
+        app.url(&format!("/events/{event_id}/queue")),
+        &[],
+        &csrf,
+    )
+    .await;
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    assert!(refused.text().await.unwrap().contains("solved challenge"));
+    assert_eq!(entry_count(&pool).await, 1);
+    // The worker is served as a script from this site.
+    let worker = app
+        .client
+        .get(app.url("/static/proof-worker.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(worker.status(), StatusCode::OK);
+    assert!(
+        worker.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/javascript")
+    );
+}
+
+#[sqlx::test]
+async fn simultaneous_joins_from_one_address_stay_within_its_cap(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 2, 2)]).await;
+    let event_id = EventId::from(fixture.event_id);
+    waiting_room::save(&pool, event_id, &settings(60))
+        .await
+        .unwrap();
+    const CAP: u32 = 3;
+    let rooms = common::test_rooms(RoomKey::random(), CAP);
+    let at = now();
+    // Many rounds, each a fresh address whose joins all start at once:
+    // without a lock between the count and the insert, some round lets
+    // more than CAP in.
+    for round in 0..20_u8 {
+        let ip = std::net::IpAddr::from([198, 51, 100, round]);
+        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(16));
+        let joins: Vec<_> = (0..16)
+            .map(|_| {
+                let (pool, rooms, barrier) = (pool.clone(), rooms.clone(), barrier.clone());
+                let proof = common::proof(&rooms, event_id, at);
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    waiting_room::join(&pool, &rooms, event_id, None, Some(&proof), Some(ip), at)
+                        .await
+                })
+            })
+            .collect();
+        let mut joined = 0;
+        for join in joins {
+            match join.await.unwrap() {
+                Ok(_) => joined += 1,
+                Err(stampede::error::AppError::TooManyEntries { max: CAP }) => {}
+                Err(other) => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(joined, CAP, "round {round}: joins let in");
+    }
+    assert_eq!(entry_count(&pool).await, 20 * i64::from(CAP));
+}
+
+/// How many entries are ahead of `entry` and not yet admitted, counted
+/// the slow way: by the admission order (pre-queue places, then arrivals).
+async fn counted_ahead(pool: &PgPool, event_id: Uuid, entry: Uuid) -> i64 {
+    let order = queue_order(pool, event_id).await;
+    let admitted: std::collections::HashSet<Uuid> = sqlx::query_scalar(
+        "SELECT id FROM queue_entries WHERE event_id = $1 AND admitted_at IS NOT NULL",
+    )
+    .bind(event_id)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .collect();
+    let at = order.iter().position(|id| *id == entry).unwrap();
+    order[..at]
+        .iter()
+        .filter(|id| !admitted.contains(id))
+        .count() as i64
+}
+
+#[sqlx::test]
+async fn a_position_from_ranks_equals_a_count_of_those_ahead(pool: PgPool) {
+    let opens = now() + Duration::minutes(10);
+    let fixture = event_with_window(
+        &pool,
+        opens,
+        None,
+        "published",
+        &[TicketSpec::new(10, 2, 2)],
+    )
+    .await;
+    let event_id = EventId::from(fixture.event_id);
+    waiting_room::save(&pool, event_id, &settings(600))
+        .await
+        .unwrap();
+    let rooms = common::test_rooms(RoomKey::random(), 10_000);
+    let join = |at: OffsetDateTime| {
+        let (pool, rooms) = (pool.clone(), rooms.clone());
+        async move {
+            let proof = common::proof(&rooms, event_id, at);
+            waiting_room::join(&pool, &rooms, event_id, None, Some(&proof), None, at)
+                .await
+                .unwrap()
+                .entry
+        }
+    };
+    let mut all = Vec::new();
+    for _ in 0..30 {
+        all.push(join(opens - Duration::minutes(5)).await);
+    }
+    let check = |all: Vec<QueueEntryId>, what: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let mut waiting = 0;
+            for entry in all {
+                match waiting_room::standing(&pool, event_id, entry)
+                    .await
+                    .unwrap()
+                {
+                    waiting_room::Standing::Waiting { ahead, .. } => {
+                        waiting += 1;
+                        assert_eq!(
+                            ahead,
+                            counted_ahead(&pool, event_id.get(), entry.get()).await,
+                            "{what}: entry {entry}"
+                        );
+                    }
+                    waiting_room::Standing::Admitted { .. } => {}
+                }
+            }
+            waiting
+        }
+    };
+    // The opening: shuffled, ranked, admitted at 600 a minute (10 a second).
+    let mut at = opens + Duration::seconds(1);
+    waiting_room::tick(&pool, at).await.unwrap();
+    assert_eq!(admitted(&pool, event_id).await, 10);
+    assert_eq!(check(all.clone(), "pre-queue, some admitted").await, 20);
+    // Arrivals not ranked yet, then ranked; admission goes on among them.
+    for round in 0..4 {
+        for _ in 0..7 {
+            all.push(join(at).await);
+        }
+        check(all.clone(), "arrivals before the tick ranks them").await;
+        at += Duration::seconds(1);
+        waiting_room::tick(&pool, at).await.unwrap();
+        assert_eq!(admitted(&pool, event_id).await, 20 + round * 10);
+        check(all.clone(), "after the tick").await;
+    }
+    // Paused: arrivals are still ranked, nobody is admitted.
+    let mut paused = settings(600);
+    paused.paused = true;
+    waiting_room::save(&pool, event_id, &paused).await.unwrap();
+    for _ in 0..5 {
+        all.push(join(at).await);
+    }
+    at += Duration::seconds(1);
+    waiting_room::tick(&pool, at).await.unwrap();
+    assert_eq!(admitted(&pool, event_id).await, 50);
+    let unranked: i64 = sqlx::query_scalar("SELECT count(*) FROM queue_entries WHERE rank IS NULL")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(unranked, 0);
+    assert_eq!(check(all.clone(), "paused").await, 63 - 50);
+    // The room row's counters agree with the table.
+    let (ranked, upto): (i64, i64) =
+        sqlx::query_as("SELECT ranked, admitted_upto FROM waiting_rooms WHERE event_id = $1")
+            .bind(event_id.get())
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!((ranked, upto), (63, 50));
+}
+
+#[sqlx::test]
+async fn the_dashboard_shows_the_rooms_figures_and_pauses_and_resumes_admission(pool: PgPool) {
+    let app = TestApp::spawn(pool.clone()).await;
+    let org = app.organizer("dash@example.org").await;
+    let fixture =
+        common::organizer::owned_published_event(&org, &[TicketSpec::new(10, 2, 2)]).await;
+    let event_id = EventId::from(fixture.event_id);
+    let dashboard = format!("/organizer/events/{event_id}");
+    let page = org.get(&dashboard).await.text().await.unwrap();
+    assert!(!page.contains("id=\"waiting-room\""), "no room, no panel");
+
+    let capped = RoomSettings {
+        max_active: Some(2),
+        ..settings(60)
+    };
+    waiting_room::save(&pool, event_id, &capped).await.unwrap();
+    let rooms = common::test_rooms(RoomKey::random(), 100);
+    let at = app.clock.now();
+    entries(&pool, &rooms, event_id, 5, at).await;
+    assert_eq!(waiting_room::tick(&pool, at).await.unwrap(), Some(2));
+
+    let page = org.get(&dashboard).await.text().await.unwrap();
+    let figure = |name: &str| {
+        let marker = format!("data-figure=\"{name}\">");
+        let start = page
+            .find(&marker)
+            .unwrap_or_else(|| panic!("{name} in {page}"))
+            + marker.len();
+        page[start..].split('<').next().unwrap().to_owned()
+    };
+    assert_eq!(figure("waiting"), "3");
+    assert_eq!(figure("admitted_last_minute"), "2");
+    assert_eq!(figure("admitted"), "2");
+    assert_eq!(figure("active_passes"), "2");
+    assert_eq!(figure("estimated_secs_to_clear"), "3 s");
+    assert_eq!(figure("state"), "admitting");
+    assert!(page.contains(&format!(
+        "data-live=\"/organizer/events/{event_id}/waiting-room.json\""
+    )));
+    // The live figures' JSON is the organizer API's, behind the session.
+    let live: Value = org
+        .get(&format!("/organizer/events/{event_id}/waiting-room.json"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(live["waiting"], 3);
+    assert_eq!(live["admitted_last_minute"], 2);
+    assert_eq!(live["estimated_secs_to_clear"], 3);
+
+    // Pause from the dashboard (the form carries the CSRF token).
+    assert!(page.contains("Pause admission"));
+    let path = format!("/organizer/events/{event_id}/waiting-room/admission");
+    let paused = org.post_form(&path, &[("paused", "true")]).await;
+    assert_eq!(paused.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        common::location(&paused),
+        format!("{dashboard}#waiting-room")
+    );
+    let room = waiting_room::load(&pool, event_id).await.unwrap().unwrap();
+    assert!(room.settings.paused);
+    assert_eq!(
+        waiting_room::tick(&pool, at + Duration::seconds(9))
+            .await
+            .unwrap(),
+        Some(0)
+    );
+    let page = org.get(&dashboard).await.text().await.unwrap();
+    assert!(page.contains("Resume admission"));
+    assert_eq!(figure_in(&page, "state"), "paused");
+
+    // Without the CSRF token, or a bad value, or another organizer: refused,
+    // nothing changed.
+    let forged = org
+        .client
+        .post(org.url(&path))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("paused=false")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    let bad = org.post_form(&path, &[("paused", "maybe")]).await;
+    assert_eq!(bad.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let other = app.organizer("other-dash@example.org").await;
+    let theirs = other.post_form(&path, &[("paused", "false")]).await;
+    assert_eq!(theirs.status(), StatusCode::NOT_FOUND);
+    assert!(
+        waiting_room::load(&pool, event_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .settings
+            .paused
+    );
+
+    let resumed = org.post_form(&path, &[("paused", "false")]).await;
+    assert_eq!(resumed.status(), StatusCode::SEE_OTHER);
+    assert!(
+        !waiting_room::load(&pool, event_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .settings
+            .paused
+    );
+}
+
+fn figure_in(page: &str, name: &str) -> String {
+    let marker = format!("data-figure=\"{name}\">");
+    let start = page.find(&marker).unwrap() + marker.len();
+    page[start..].split('<').next().unwrap().to_owned()
 }

@@ -136,7 +136,10 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         }
     };
     let state = state
-        .with_rooms(Rooms::new(room_key, args.waiting_room_entries_per_client))
+        .with_rooms(
+            Rooms::new(room_key, args.waiting_room_entries_per_client)
+                .with_proof_bits(args.waiting_room_proof_bits),
+        )
         .with_limits(limits)
         .with_secure_cookies(args.secure_cookies)
         .with_quotas(quotas)

@@ -18,6 +18,7 @@
 //!   entry on the order, whose unique index is the last word.
 
 mod pass;
+mod proof;
 
 use std::{net::IpAddr, sync::Arc, time::Duration};
 
@@ -27,6 +28,10 @@ use sqlx::PgPool;
 use time::OffsetDateTime;
 
 pub use pass::{MIN_KEY_BYTES, Pass, RoomKey};
+pub use proof::{
+    CHALLENGE_TTL, Challenge, DEFAULT_PROOF_BITS, MAX_PROOF_BITS, ProofSalt, leading_zero_bits,
+    solve,
+};
 
 use crate::{
     domain::{EventId, QueueEntryId, TicketTypeId},
@@ -184,6 +189,8 @@ pub async fn save(db: &PgPool, event_id: EventId, settings: &RoomSettings) -> Re
 pub struct Rooms {
     key: RoomKey,
     entries_per_client: u32,
+    /// The proof of work's difficulty (leading zero bits).
+    proof_bits: u32,
     by_ticket_type: Cache<TicketTypeId, Option<EventId>>,
     by_event: Cache<EventId, Option<Arc<Room>>>,
 }
@@ -192,6 +199,7 @@ impl std::fmt::Debug for Rooms {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Rooms")
             .field("entries_per_client", &self.entries_per_client)
+            .field("proof_bits", &self.proof_bits)
             .finish_non_exhaustive()
     }
 }
@@ -201,6 +209,7 @@ impl Rooms {
         Self {
             key,
             entries_per_client,
+            proof_bits: DEFAULT_PROOF_BITS,
             by_ticket_type: Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(FRESH_FOR)
@@ -212,8 +221,20 @@ impl Rooms {
         }
     }
 
+    /// The proof of work's difficulty: leading zero bits of SHA-256, 2^bits
+    /// hashes on average (at most [`MAX_PROOF_BITS`]).
+    pub fn with_proof_bits(mut self, bits: u32) -> Self {
+        self.proof_bits = bits.min(MAX_PROOF_BITS);
+        self
+    }
+
     pub fn key(&self) -> &RoomKey {
         &self.key
+    }
+
+    /// A fresh challenge for joining the event's queue (no I/O).
+    pub fn challenge(&self, event_id: EventId, now: OffsetDateTime) -> Challenge {
+        self.key.challenge(event_id, self.proof_bits, now)
     }
 
     /// The event whose room the ticket type is behind, if its room is on:
@@ -307,12 +328,16 @@ pub struct Joined {
 }
 
 /// Join the event's queue, or keep the entry the buyer already holds
-/// (`existing`: the entry token from their cookie or request).
+/// (`existing`: the entry token from their cookie or request). A new entry
+/// needs a solved challenge (`proof`, see [`proof`](self::proof)), checked
+/// before anything is written; keeping an entry writes nothing and needs
+/// none.
 pub async fn join(
     db: &PgPool,
     rooms: &Rooms,
     event_id: EventId,
     existing: Option<&str>,
+    proof: Option<&str>,
     client: Option<IpAddr>,
     now: OffsetDateTime,
 ) -> Result<Joined, AppError> {
@@ -346,11 +371,21 @@ pub async fn join(
             });
         }
     }
+    let salt = rooms.key.check_proof(event_id, proof, now)?;
     if now >= room.sale_opens_at && room.shuffled_at.is_none() {
         shuffle(db, event_id).await?;
     }
     let client_hash = rooms.client_hash(client);
     let mut tx = db.begin().await?;
+    // The cap per address is exact: joins from one address (for one event)
+    // take turns between their count and their insert. Transaction level,
+    // so it goes with the commit (and works under PgBouncer).
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock($1)",
+        client_lock(event_id, &client_hash),
+    )
+    .execute(&mut *tx)
+    .await?;
     // Shared: joins run side by side, the shuffle (which updates the row)
     // waits for them and they for it, so every entry is either in the
     // shuffle or behind it.
@@ -360,10 +395,14 @@ pub async fn join(
     )
     .fetch_one(&mut *tx)
     .await?;
+    // Counted up to the cap at most: a cost bounded by the cap, however
+    // many entries one address holds (a NAT, or the cap raised).
     let held = sqlx::query_scalar!(
-        r#"SELECT count(*) AS "n!" FROM queue_entries WHERE event_id = $1 AND client_hash = $2"#,
+        r#"SELECT count(*) AS "n!" FROM (SELECT 1 FROM queue_entries
+                                          WHERE event_id = $1 AND client_hash = $2 LIMIT $3) held"#,
         event_id.get(),
         &client_hash,
+        i64::from(rooms.entries_per_client),
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -372,11 +411,14 @@ pub async fn join(
             max: rooms.entries_per_client,
         });
     }
+    // A replayed solution hits `queue_entries_proof_once`: proof_reused,
+    // and the transaction (nothing else in it) rolls back.
     let entry = sqlx::query_scalar!(
-        "INSERT INTO queue_entries (event_id, joined_at, client_hash) VALUES ($1, $2, $3) RETURNING id",
+        "INSERT INTO queue_entries (event_id, joined_at, client_hash, proof_salt) VALUES ($1, $2, $3, $4) RETURNING id",
         event_id.get(),
         now,
         &client_hash,
+        salt.as_bytes(),
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -387,6 +429,19 @@ pub async fn join(
         token: rooms.key.entry_token(event_id, entry),
         new: true,
     })
+}
+
+/// The advisory lock key of one (event, client address): 64 bits of a hash,
+/// so two pairs share a key (and wait for each other) with odds 2^-64.
+fn client_lock(event_id: EventId, client_hash: &[u8]) -> i64 {
+    let mut hash = Sha256::new();
+    hash.update(b"stampede queue cap");
+    hash.update(event_id.get().as_bytes());
+    hash.update(client_hash);
+    let digest = hash.finalize();
+    let mut first = [0_u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(first)
 }
 
 /// Order the pre-queue by [`RULE`], once: the first caller does it, the
@@ -413,8 +468,9 @@ async fn shuffle_in(
     if claimed.is_none() {
         return Ok(false);
     }
-    sqlx::query!(
-        r#"UPDATE queue_entries q SET position = r.place
+    // The pre-queue's places are also its ranks (see `rank_arrivals`).
+    let placed = sqlx::query!(
+        r#"UPDATE queue_entries q SET position = r.place, rank = r.place
            FROM (SELECT q2.id, row_number() OVER (ORDER BY sha256(w.seed || uuid_send(q2.id)), q2.id) AS place
                  FROM queue_entries q2 JOIN waiting_rooms w ON w.event_id = q2.event_id
                  WHERE q2.event_id = $1) r
@@ -422,8 +478,53 @@ async fn shuffle_in(
         event_id.get(),
     )
     .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    sqlx::query!(
+        "UPDATE waiting_rooms SET ranked = $2 WHERE event_id = $1",
+        event_id.get(),
+        i64::try_from(placed).unwrap_or(i64::MAX),
+    )
+    .execute(&mut **tx)
     .await?;
     Ok(true)
+}
+
+/// Rank the arrivals since the last tick, in arrival order, behind every
+/// entry ranked before (the admitter does it, holding the room's row).
+/// Returns the room's `ranked` after.
+async fn rank_arrivals(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    event_id: EventId,
+) -> Result<i64, AppError> {
+    let ranked = sqlx::query_scalar!(
+        "SELECT ranked FROM waiting_rooms WHERE event_id = $1",
+        event_id.get(),
+    )
+    .fetch_one(&mut **tx)
+    .await?;
+    let added = sqlx::query!(
+        r#"UPDATE queue_entries q SET rank = $2 + r.n
+           FROM (SELECT id, row_number() OVER (ORDER BY seq) AS n FROM queue_entries
+                 WHERE event_id = $1 AND rank IS NULL) r
+           WHERE q.id = r.id"#,
+        event_id.get(),
+        ranked,
+    )
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    let ranked = ranked + i64::try_from(added).unwrap_or(0);
+    if added > 0 {
+        sqlx::query!(
+            "UPDATE waiting_rooms SET ranked = $2 WHERE event_id = $1",
+            event_id.get(),
+            ranked,
+        )
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(ranked)
 }
 
 /// The pre-queue's entry ids (sorted by id, which says nothing of the
@@ -469,9 +570,9 @@ pub async fn standing(
     entry: QueueEntryId,
 ) -> Result<Standing, AppError> {
     let row = sqlx::query!(
-        r#"SELECT q.position, q.seq, q.pass_expires_at,
+        r#"SELECT q.position, q.seq, q.rank, q.pass_expires_at,
                   EXISTS (SELECT 1 FROM orders o WHERE o.queue_entry_id = q.id) AS "spent!",
-                  w.shuffled_at IS NOT NULL AS "shuffled!"
+                  w.shuffled_at IS NOT NULL AS "shuffled!", w.ranked, w.admitted_upto
            FROM queue_entries q JOIN waiting_rooms w ON w.event_id = q.event_id
            WHERE q.id = $1 AND q.event_id = $2"#,
         entry.get(),
@@ -487,20 +588,26 @@ pub async fn standing(
         });
     }
     // Before the shuffle nobody is ahead of anybody: everyone waits for it.
-    let ahead = if !row.shuffled {
-        0
-    } else {
-        sqlx::query_scalar!(
-            r#"SELECT count(*) AS "n!" FROM queue_entries
-               WHERE event_id = $1 AND admitted_at IS NULL
-                 AND CASE WHEN $2::int8 IS NOT NULL THEN position < $2
-                          ELSE position IS NOT NULL OR seq < $3 END"#,
-            event_id.get(),
-            row.position,
-            row.seq,
-        )
-        .fetch_one(db)
-        .await?
+    // After, admission goes by rank and has let in ranks 1..admitted_upto:
+    // a ranked entry's "ahead" is two numbers apart, with no count (at
+    // ~20k waiting, counting them was the page's whole cost). An entry not
+    // ranked yet (it arrived since the admitter's last tick) is behind
+    // every ranked one and the unranked that arrived before it: a count
+    // over one tick's arrivals at most.
+    let ahead = match (row.shuffled, row.rank) {
+        (false, _) => 0,
+        (true, Some(rank)) => (rank - row.admitted_upto - 1).max(0),
+        (true, None) => {
+            let unranked_ahead = sqlx::query_scalar!(
+                r#"SELECT count(*) AS "n!" FROM queue_entries
+                   WHERE event_id = $1 AND rank IS NULL AND seq < $2"#,
+                event_id.get(),
+                row.seq,
+            )
+            .fetch_one(db)
+            .await?;
+            (row.ranked - row.admitted_upto) + unranked_ahead
+        }
     };
     Ok(Standing::Waiting {
         ahead,
@@ -515,6 +622,8 @@ pub struct RoomFigures {
     pub waiting: i64,
     pub active_passes: i64,
     pub admitted: i64,
+    /// Admitted in the minute before `now`.
+    pub admitted_last_minute: i64,
 }
 
 pub async fn figures(
@@ -525,6 +634,8 @@ pub async fn figures(
     let row = sqlx::query!(
         r#"SELECT count(*) FILTER (WHERE admitted_at IS NULL) AS "waiting!",
                   count(*) FILTER (WHERE admitted_at IS NOT NULL) AS "admitted!",
+                  count(*) FILTER (WHERE admitted_at > $2::timestamptz - interval '1 minute'
+                                     AND admitted_at <= $2::timestamptz) AS "last_minute!",
                   count(*) FILTER (WHERE pass_expires_at > $2 AND NOT EXISTS
                       (SELECT 1 FROM orders o WHERE o.queue_entry_id = q.id)) AS "active!"
            FROM queue_entries q WHERE q.event_id = $1"#,
@@ -537,7 +648,54 @@ pub async fn figures(
         waiting: row.waiting,
         active_passes: row.active,
         admitted: row.admitted,
+        admitted_last_minute: row.last_minute,
     })
+}
+
+/// A room as its organizer sees it: the settings and the live figures (the
+/// dashboard page and the organizer API show the same).
+#[derive(Debug, Clone)]
+pub struct RoomStatus {
+    pub room: Room,
+    pub figures: RoomFigures,
+}
+
+impl RoomStatus {
+    /// Seconds until everyone waiting now is admitted, at the set rate
+    /// (`None` without a rate: the cap alone sets the pace).
+    pub fn estimated_secs_to_clear(&self) -> Option<i64> {
+        self.room
+            .settings
+            .admit_per_minute
+            .map(|rate| self.figures.waiting * 60 / i64::from(rate))
+    }
+}
+
+/// The room's status, or `None` if the event never had a room.
+pub async fn status(
+    db: &PgPool,
+    event_id: EventId,
+    now: OffsetDateTime,
+) -> Result<Option<RoomStatus>, AppError> {
+    let Some(room) = load(db, event_id).await? else {
+        return Ok(None);
+    };
+    let figures = figures(db, event_id, now).await?;
+    Ok(Some(RoomStatus { room, figures }))
+}
+
+/// Pause or resume admission (the queue keeps its order); `NotFound` if
+/// the event never had a room.
+pub async fn set_paused(db: &PgPool, event_id: EventId, paused: bool) -> Result<(), AppError> {
+    sqlx::query!(
+        "UPDATE waiting_rooms SET paused = $2 WHERE event_id = $1 RETURNING event_id",
+        event_id.get(),
+        paused,
+    )
+    .fetch_optional(db)
+    .await?
+    .ok_or(AppError::NotFound)?;
+    Ok(())
 }
 
 /// The pass of an admitted entry, if it is neither spent nor expired.
@@ -575,9 +733,10 @@ pub async fn tick(db: &PgPool, now: OffsetDateTime) -> Result<Option<u64>, AppEr
     }
     let rooms = sqlx::query!(
         r#"SELECT w.event_id, w.admit_per_minute, w.max_active, w.pass_minutes, w.admit_clock,
+                  w.paused, w.admitted_upto,
                   w.shuffled_at IS NOT NULL AS "shuffled!", e.sale_opens_at
            FROM waiting_rooms w JOIN events e ON e.id = w.event_id
-           WHERE w.enabled AND NOT w.paused
+           WHERE w.enabled
              AND sale_open(e.status, e.sale_opens_at, e.sale_closes_at, e.starts_at, $1)
            ORDER BY w.event_id
            FOR UPDATE OF w"#,
@@ -590,6 +749,11 @@ pub async fn tick(db: &PgPool, now: OffsetDateTime) -> Result<Option<u64>, AppEr
         let event_id = EventId::from(room.event_id);
         if !room.shuffled {
             shuffle_in(&mut tx, event_id).await?;
+        }
+        // Paused rooms are ranked too: their arrivals' positions stay cheap.
+        let ranked = rank_arrivals(&mut tx, event_id).await?;
+        if room.paused {
+            continue;
         }
         let active = sqlx::query_scalar!(
             r#"SELECT count(*) AS "n!" FROM queue_entries q
@@ -607,21 +771,31 @@ pub async fn tick(db: &PgPool, now: OffsetDateTime) -> Result<Option<u64>, AppEr
             opened_at: room.sale_opens_at,
         }
         .plan(now, active);
-        let admitted = if plan.admit > 0 {
-            sqlx::query!(
-                r#"UPDATE queue_entries q SET admitted_at = $2::timestamptz,
+        // By rank: the next `admit` ranks after those admitted, which
+        // keeps the admitted exactly ranks 1..admitted_upto.
+        let admit = plan.admit.min(ranked - room.admitted_upto).max(0);
+        let admitted = if admit > 0 {
+            let admitted = sqlx::query!(
+                r#"UPDATE queue_entries SET admitted_at = $2::timestamptz,
                           pass_expires_at = $2::timestamptz + make_interval(mins => $3)
-                   WHERE q.id IN (SELECT id FROM queue_entries
-                                  WHERE event_id = $1 AND admitted_at IS NULL
-                                  ORDER BY position, seq LIMIT $4)"#,
+                   WHERE event_id = $1 AND rank > $4 AND rank <= $4 + $5"#,
                 room.event_id,
                 now,
                 room.pass_minutes,
-                plan.admit,
+                room.admitted_upto,
+                admit,
             )
             .execute(&mut *tx)
             .await?
-            .rows_affected()
+            .rows_affected();
+            sqlx::query!(
+                "UPDATE waiting_rooms SET admitted_upto = admitted_upto + $2 WHERE event_id = $1",
+                room.event_id,
+                i64::try_from(admitted).unwrap_or(0),
+            )
+            .execute(&mut *tx)
+            .await?;
+            admitted
         } else {
             0
         };

@@ -65,11 +65,11 @@ impl RoomKey {
         mac
     }
 
-    fn sign<P: AsRef<[u8]>>(&self, parts: &[P]) -> String {
+    pub(super) fn sign<P: AsRef<[u8]>>(&self, parts: &[P]) -> String {
         hex::encode(self.mac(parts).finalize().into_bytes())
     }
 
-    fn verify<P: AsRef<[u8]>>(&self, parts: &[P], tag_hex: &str) -> bool {
+    pub(super) fn verify<P: AsRef<[u8]>>(&self, parts: &[P], tag_hex: &str) -> bool {
         let Ok(tag) = hex::decode(tag_hex) else {
             return false;
         };

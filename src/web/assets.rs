@@ -27,6 +27,11 @@ static ASSETS: &[Asset] = &[
         body: include_bytes!("../../static/app.js"),
     },
     Asset {
+        name: "proof-worker.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../static/proof-worker.js"),
+    },
+    Asset {
         name: "door.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_bytes!("../../static/door.js"),

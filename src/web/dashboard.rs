@@ -3,10 +3,10 @@
 //! other organizer's event "not found".
 
 use axum::{
-    Extension,
+    Extension, Json,
     extract::{Path, RawQuery, State},
     http::{HeaderValue, header},
-    response::{IntoResponse, Response},
+    response::{IntoResponse, Redirect, Response},
 };
 use maud::Markup;
 
@@ -16,15 +16,16 @@ use super::views::{
 };
 use super::{
     AppState, export,
-    extract::{PageContext, parse_id},
+    extract::{FormFields, PageContext, parse_id},
     views,
 };
 use crate::{
     auth::CurrentOrganizer,
     checkin,
     db::{self, events::EventDetail},
-    domain::{DoorSecret, OrderSearch},
+    domain::{DoorSecret, InvalidField, OrderSearch},
     error::AppError,
+    waiting_room,
 };
 
 pub async fn show(
@@ -74,6 +75,7 @@ pub(super) async fn render(
     .await?;
     let links = checkin::links::list(&state.db, organizer.id, detail.event.id).await?;
     let now = state.clock.now();
+    let room = waiting_room::status(&state.db, detail.event.id, now).await?;
     let door = DoorPanel {
         links: &links,
         now,
@@ -87,6 +89,44 @@ pub(super) async fn render(
         detail.event.sale_state(now),
         &dashboard,
         &door,
+        room.as_ref(),
+    ))
+}
+
+/// `POST /organizer/events/{id}/waiting-room/admission` (`paused`: `true`
+/// or `false`; CSRF-checked by the layer): pause or resume admission from
+/// the dashboard; 303 back to its room panel.
+pub async fn set_admission(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    Path(id): Path<String>,
+    fields: FormFields,
+) -> Result<Response, AppError> {
+    let detail = db::events::find_owned(&state.db, organizer.id, parse_id(&id)?).await?;
+    let paused = match fields.get("paused") {
+        "true" => true,
+        "false" => false,
+        _ => {
+            return Err(InvalidField::new("paused", "Send paused as true or false.").into());
+        }
+    };
+    let event_id = detail.event.id;
+    waiting_room::set_paused(&state.db, event_id, paused).await?;
+    state.sales.rooms().forget(event_id).await;
+    Ok(Redirect::to(&format!("/organizer/events/{event_id}#waiting-room")).into_response())
+}
+
+/// `GET /organizer/events/{id}/waiting-room.json`: the room's live figures
+/// for the dashboard's script (the session's twin of the organizer API's
+/// `GET /api/v1/organizer/events/{id}/waiting-room`).
+pub async fn room_json(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    Path(id): Path<String>,
+) -> Result<Json<super::api::waiting_room::RoomState>, AppError> {
+    let detail = db::events::find_owned(&state.db, organizer.id, parse_id(&id)?).await?;
+    Ok(Json(
+        super::api::waiting_room::room_state(&state, detail.event.id).await?,
     ))
 }
 

@@ -107,6 +107,14 @@ pub fn app(state: AppState) -> Router {
             "/organizer/events/{id}/waiting-room",
             post(organizer::update_room),
         )
+        .route(
+            "/organizer/events/{id}/waiting-room/admission",
+            post(dashboard::set_admission),
+        )
+        .route(
+            "/organizer/events/{id}/waiting-room.json",
+            get(dashboard::room_json),
+        )
         .route("/organizer/events/{id}/publish", post(organizer::publish))
         .route(
             "/organizer/events/{id}/unpublish",
@@ -183,6 +191,10 @@ pub fn app(state: AppState) -> Router {
         .route(
             "/api/v1/events/{id}/queue",
             get(queue::api_position).post(queue::api_join),
+        )
+        .route(
+            "/api/v1/events/{id}/queue/challenge",
+            get(queue::api_challenge),
         )
         .route(
             "/api/v1/orders",

@@ -31,6 +31,28 @@ use stampede::{
 use time::{Duration as Span, OffsetDateTime, macros::format_description};
 use uuid::Uuid;
 
+/// The waiting room's proof of work in tests: 2^4 hashes, not 2^18.
+pub const TEST_PROOF_BITS: u32 = 4;
+
+/// Rooms for tests: the cap per address as given, an easy proof of work.
+pub fn test_rooms(
+    key: stampede::waiting_room::RoomKey,
+    entries_per_client: u32,
+) -> stampede::waiting_room::Rooms {
+    stampede::waiting_room::Rooms::new(key, entries_per_client).with_proof_bits(TEST_PROOF_BITS)
+}
+
+/// A solved challenge for joining `event_id`'s queue, as a client would
+/// send it.
+pub fn proof(
+    rooms: &stampede::waiting_room::Rooms,
+    event_id: stampede::domain::EventId,
+    at: OffsetDateTime,
+) -> String {
+    let challenge = rooms.challenge(event_id, at);
+    stampede::waiting_room::solve(&challenge.token, challenge.bits)
+}
+
 /// The current time: fixture events open their sale an hour before it.
 pub fn now() -> OffsetDateTime {
     OffsetDateTime::now_utc()
@@ -415,7 +437,11 @@ impl TestApp {
         let state = AppState::new(pool.clone())
             .with_clock(clock.clone())
             .with_limits(limits)
-            .with_list_cache_ttl(Duration::ZERO);
+            .with_list_cache_ttl(Duration::ZERO)
+            .with_rooms(test_rooms(
+                stampede::waiting_room::RoomKey::random(),
+                stampede::waiting_room::DEFAULT_ENTRIES_PER_CLIENT,
+            ));
         Self::spawn_state(pool, clock, state).await
     }
 

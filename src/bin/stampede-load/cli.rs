@@ -23,6 +23,9 @@ pub enum Command {
     /// Print a markdown table from `run --json` reports (one per line);
     /// repeated runs of one label show the run with the median throughput.
     Table(TableArgs),
+    /// The waiting room's benchmarks: queue joins per second, position
+    /// views against the trivial route, a full on-sale (prints JSON).
+    Queue(Box<crate::queue::QueueArgs>),
 }
 
 #[derive(Debug, Clone, clap::Args)]

@@ -154,6 +154,9 @@ impl Reply {
 /// One kept-alive connection to one target.
 pub struct Conn {
     pub target: Target,
+    /// The address to connect from (any 127.0.0.0/8 address on loopback),
+    /// so that a server sees many clients; `None`: the system's choice.
+    local: Option<std::net::IpAddr>,
     stream: Option<TcpStream>,
     out: Vec<u8>,
     buf: BytesMut,
@@ -163,17 +166,42 @@ impl Conn {
     pub fn new(target: Target) -> Self {
         Self {
             target,
+            local: None,
             stream: None,
             out: Vec::with_capacity(1024),
             buf: BytesMut::with_capacity(16 * 1024),
         }
     }
 
+    /// A connection from `local` (see [`Conn::local`]).
+    pub fn from_address(target: Target, local: std::net::IpAddr) -> Self {
+        Self {
+            local: Some(local),
+            ..Self::new(target)
+        }
+    }
+
     pub async fn connect(&mut self) -> Result<(), Failure> {
         if self.stream.is_none() {
-            let stream = TcpStream::connect(self.target.addr)
-                .await
-                .map_err(|_| Failure::Connect)?;
+            let stream = match self.local {
+                None => TcpStream::connect(self.target.addr)
+                    .await
+                    .map_err(|_| Failure::Connect)?,
+                Some(local) => {
+                    let socket = match local {
+                        std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+                        std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+                    }
+                    .map_err(|_| Failure::Connect)?;
+                    socket
+                        .bind(SocketAddr::new(local, 0))
+                        .map_err(|_| Failure::Connect)?;
+                    socket
+                        .connect(self.target.addr)
+                        .await
+                        .map_err(|_| Failure::Connect)?
+                }
+            };
             stream.set_nodelay(true).map_err(|_| Failure::Connect)?;
             self.buf.clear();
             self.stream = Some(stream);

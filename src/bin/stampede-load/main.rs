@@ -16,6 +16,7 @@ mod buyer;
 mod cli;
 mod driver;
 mod http;
+mod queue;
 mod report;
 mod scenario;
 mod setup;
@@ -51,6 +52,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Table(args) => table::print(&args),
+        Command::Queue(args) => queue::main(&args),
     }
 }
 

@@ -75,6 +75,7 @@ use crate::web::{error::ErrorBody, extract::PageContext, views};
         super::waiting_room::put_room,
         crate::web::queue::api_join,
         crate::web::queue::api_position,
+        crate::web::queue::api_challenge,
         super::webhooks::list,
         super::webhooks::create,
         super::webhooks::show,

@@ -11,7 +11,7 @@ pub mod doc;
 mod organizer;
 mod organizer_wire;
 mod rate_limit;
-mod waiting_room;
+pub(crate) mod waiting_room;
 mod webhooks;
 mod webhooks_wire;
 mod wire;

@@ -60,6 +60,8 @@ pub struct RoomState {
     seed: Option<String>,
     waiting: i64,
     admitted: i64,
+    /// Admitted in the last minute.
+    admitted_last_minute: i64,
     active_passes: i64,
     /// From the rate; `null` without one.
     estimated_secs_to_clear: Option<i64>,
@@ -78,11 +80,14 @@ async fn owned(
     )
 }
 
-async fn room_state(state: &AppState, event_id: EventId) -> Result<RoomState, AppError> {
-    let room = waiting_room::load(&state.db, event_id)
+/// The room as the organizer API shows it; the dashboard page's live
+/// figures read the same (`GET /organizer/events/{id}/waiting-room.json`).
+pub(crate) async fn room_state(state: &AppState, event_id: EventId) -> Result<RoomState, AppError> {
+    let status = waiting_room::status(&state.db, event_id, state.clock.now())
         .await?
         .ok_or(AppError::NotFound)?;
-    let figures = waiting_room::figures(&state.db, event_id, state.clock.now()).await?;
+    let estimated_secs_to_clear = status.estimated_secs_to_clear();
+    let (room, figures) = (status.room, status.figures);
     let s = &room.settings;
     Ok(RoomState {
         event_id,
@@ -96,10 +101,9 @@ async fn room_state(state: &AppState, event_id: EventId) -> Result<RoomState, Ap
         seed: room.revealed_seed_hex(),
         waiting: figures.waiting,
         admitted: figures.admitted,
+        admitted_last_minute: figures.admitted_last_minute,
         active_passes: figures.active_passes,
-        estimated_secs_to_clear: s
-            .admit_per_minute
-            .map(|rate| figures.waiting * 60 / i64::from(rate)),
+        estimated_secs_to_clear,
     })
 }
 

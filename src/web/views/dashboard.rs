@@ -5,6 +5,7 @@ use time::{OffsetDateTime, UtcOffset, format_description::well_known::Rfc3339};
 
 use super::{
     chart::sales_chart,
+    csrf_field,
     door::{DoorPanel, panel as door_panel},
     format_time, layout,
     organizer::{EventPage, status_bar},
@@ -15,6 +16,7 @@ use crate::{
         events::EventDetail,
     },
     domain::{EventId, OrderId, SaleState, decimal_price, format_price},
+    waiting_room::RoomStatus,
     web::extract::PageContext,
 };
 
@@ -24,6 +26,7 @@ pub fn page(
     state: SaleState,
     dashboard: &Dashboard,
     door: &DoorPanel<'_>,
+    room: Option<&RoomStatus>,
 ) -> Markup {
     let event = &detail.event;
     layout(
@@ -37,6 +40,9 @@ pub fn page(
             section aria-labelledby="sales-heading" {
                 h2 #sales-heading { "Sales" }
                 (sales_table(&dashboard.ticket_types, &dashboard.totals))
+            }
+            @if let Some(room) = room {
+                (room_panel(ctx, event.id, room))
             }
             (door_panel(ctx, event.id, door))
             section aria-labelledby="chart-heading" {
@@ -57,6 +63,66 @@ pub fn page(
             }
         },
     )
+}
+
+/// "3 min 20 s", "45 s": a duration for the room panel.
+pub fn duration_in_words(secs: i64) -> String {
+    match secs {
+        s if s < 60 => format!("{s} s"),
+        s if s < 3600 => format!("{} min {} s", s / 60, s % 60),
+        s => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// The waiting room's live figures, and pause or resume. static/app.js
+/// refreshes the figures every few seconds from `data-live`; without it
+/// they are as of the page's load.
+fn room_panel(ctx: &PageContext, event_id: EventId, status: &RoomStatus) -> Markup {
+    let s = &status.room.settings;
+    let f = &status.figures;
+    let clear = status
+        .estimated_secs_to_clear()
+        .map_or_else(|| "—".to_owned(), duration_in_words);
+    let state = match (s.enabled, s.paused) {
+        (false, _) => "off",
+        (true, true) => "paused",
+        (true, false) => "admitting",
+    };
+    html! {
+        section #waiting-room .room-panel aria-labelledby="room-heading"
+            data-live={ "/organizer/events/" (event_id) "/waiting-room.json" } {
+            div.heading-row {
+                h2 #room-heading { "Waiting room" }
+                a href={ "/organizer/events/" (event_id) "/edit#waiting-room" } { "Settings" }
+            }
+            p.meta {
+                "Room " span.badge.(state) data-figure="state" { (state) }
+                " · rate: " (s.admit_per_minute.map_or_else(|| "—".to_owned(), |r| format!("{r} a minute")))
+                " · cap on live passes: " (s.max_active.map_or_else(|| "—".to_owned(), |m| m.to_string()))
+                " · a pass lasts " (s.pass_minutes) " min"
+            }
+            dl.figures {
+                div { dt { "In the queue" } dd.num data-figure="waiting" { (f.waiting) } }
+                div { dt { "Admitted in the last minute" } dd.num data-figure="admitted_last_minute" { (f.admitted_last_minute) } }
+                div { dt { "Admitted so far" } dd.num data-figure="admitted" { (f.admitted) } }
+                div { dt { "Live passes" } dd.num data-figure="active_passes" { (f.active_passes) } }
+                div { dt { "Estimated time to clear" } dd.num data-figure="estimated_secs_to_clear" { (clear) } }
+            }
+            @if s.enabled {
+                form.inline method="post" action={ "/organizer/events/" (event_id) "/waiting-room/admission" } data-once {
+                    (csrf_field(ctx))
+                    @if s.paused {
+                        input type="hidden" name="paused" value="false";
+                        button type="submit" { "Resume admission" }
+                    } @else {
+                        input type="hidden" name="paused" value="true";
+                        button.secondary type="submit" { "Pause admission" }
+                    }
+                }
+                p.hint { "Pausing stops letting people in; the queue keeps its order, and passes already given stay good until they expire." }
+            }
+        }
+    }
 }
 
 /// Money for the sales table: "0.00 EUR" rather than `format_price`'s "Free".

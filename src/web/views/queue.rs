@@ -4,7 +4,11 @@
 use maud::{Markup, html};
 
 use super::{csrf_field, format_time, layout_refreshing};
-use crate::{domain::EventId, waiting_room::Room, web::extract::PageContext};
+use crate::{
+    domain::EventId,
+    waiting_room::Room,
+    web::{assets, extract::PageContext},
+};
 
 /// What the position page shows (per buyer: never cached).
 #[derive(Debug)]
@@ -84,9 +88,19 @@ pub fn panel(ctx: &PageContext, room: &Room, can_join: bool, in_queue: bool) -> 
             @if in_queue {
                 p { a.button href={ "/events/" (event_id) "/queue" } { "See your place in the queue" } }
             } @else if can_join {
-                form method="post" action={ "/events/" (event_id) "/queue" } data-once {
+                // static/app.js asks for a challenge, has the Web Worker
+                // (static/proof-worker.js) solve it, fills `proof` and
+                // submits; without a proof the server refuses to join.
+                form.join method="post" action={ "/events/" (event_id) "/queue" } data-once
+                    data-proof-challenge={ "/api/v1/events/" (event_id) "/queue/challenge" }
+                    data-proof-worker=(assets::url("proof-worker.js")) {
                     (csrf_field(ctx))
+                    input type="hidden" name="proof" value="";
                     button type="submit" { "Join the queue" }
+                    p.hint.proof-status role="status" aria-live="polite" {}
+                }
+                noscript {
+                    p.notice.no-script { "Joining this queue needs JavaScript. Your browser solves a small puzzle (about a second of work) before it joins, so that scripts cannot take thousands of places. Turn JavaScript on for this site, then reload this page." }
                 }
             } @else {
                 p.notice { "The queue opens " (format_time(room.prequeue_opens_at())) "." }
