@@ -50,16 +50,19 @@
 //! fallback). Ticket types spread over the masters by their ids.
 //!
 //! **Redis down or slow.** Every call has a short timeout; on any failure
-//! the purchase goes to Postgres alone, the failure is logged once and
-//! counted (`stampede_gate_total{outcome="fallback"}`), and the gate is
+//! the purchase goes to Postgres alone, counted
+//! (`stampede_gate_total{outcome="fallback"}`). An error, or
+//! [`TIMEOUTS_TO_TRIP`] timeouts in a row, is logged once and the gate is
 //! skipped for `retry_after`; when Redis answers again, the ticket types
-//! are rebuilt before they are admitted.
+//! are rebuilt before they are admitted. A timed-out admission may have
+//! been counted in Redis: if Postgres then sells it, both agree; if not,
+//! Redis stays low by it until the next periodic rebuild.
 
 use std::{
     collections::{HashMap, HashSet},
     sync::{
         Arc, Mutex, PoisonError, Weak,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -347,11 +350,19 @@ enum Rebuild {
 /// A ticket type not bought for this long is no longer reconciled.
 const FORGET_AFTER: Duration = Duration::from_secs(600);
 
+/// Timeouts in a row that take the gate out of the way for `retry_after`.
+/// One late answer sends only its own purchase to Postgres: under a burst on
+/// a busy machine a few answers come late while Redis is fine, and standing
+/// aside for everyone then sent the whole first wave to Postgres. A Redis
+/// that has stopped answering times out every call, and trips it at once.
+const TIMEOUTS_TO_TRIP: u32 = 16;
+
 pub struct Gate {
     db: PgPool,
     redis: Client,
     /// One multiplexed connection for all purchases (concurrent calls are
-    /// pipelined on it); dropped on a failure and made again on demand.
+    /// pipelined on it); dropped on an error (not on a mere timeout) and
+    /// made again on demand.
     conn: tokio::sync::Mutex<Option<Connection>>,
     settings: GateSettings,
     admit: Script,
@@ -365,6 +376,8 @@ pub struct Gate {
     wake: Arc<Notify>,
     /// Redis failed and has not answered since (logged once per outage).
     degraded: AtomicBool,
+    /// Calls timed out since the last answer.
+    timeouts_in_a_row: AtomicU32,
     admitted: AtomicU64,
 }
 
@@ -398,11 +411,42 @@ impl Gate {
             rebuilding: Mutex::new(HashMap::new()),
             wake: Arc::new(Notify::new()),
             degraded: AtomicBool::new(false),
+            timeouts_in_a_row: AtomicU32::new(0),
             admitted: AtomicU64::new(0),
         });
         tokio::spawn(sold_out::listen(db, Arc::downgrade(&gate)));
         tokio::spawn(reconcile(Arc::downgrade(&gate), Arc::clone(&gate.wake)));
+        let warming = Arc::downgrade(&gate);
+        tokio::spawn(async move {
+            if let Some(gate) = warming.upgrade() {
+                gate.warm_up().await;
+            }
+        });
         Ok(gate)
+    }
+
+    /// Connect and load the scripts before the first purchase, so that the
+    /// first wave of a burst neither waits for the connection nor sends
+    /// each script's whole text after a NOSCRIPT. A failure changes
+    /// nothing: the first purchases connect and load as before.
+    async fn warm_up(&self) {
+        let scripts = [
+            &self.admit,
+            &self.give_back,
+            &self.may_replay,
+            &self.rebuild,
+        ];
+        let loaded = self
+            .redis(self.settings.connect_timeout(), async |conn| {
+                for script in scripts {
+                    script.prepare_invoke().load_async(conn).await?;
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(err) = loaded {
+            tracing::debug!(error = %err, "Redis gate: not warmed up; the first purchase connects");
+        }
     }
 
     /// Purchases admitted so far by this instance (what went on to Postgres
@@ -686,7 +730,9 @@ impl Gate {
     }
 
     /// One call on the shared connection, within `timeout` (connecting
-    /// included). On any failure the connection is dropped, to be made again.
+    /// included). On an error the connection is dropped, to be made again;
+    /// on a timeout it is kept (its other calls are answered on it, and a
+    /// late answer to this one is discarded).
     async fn redis<T>(
         &self,
         timeout: Duration,
@@ -703,7 +749,9 @@ impl Gate {
                 .map_err(GateError::from)
         }
         .await;
-        if answer.is_err() {
+        if let Err(err) = &answer
+            && !matches!(err, GateError::Timeout(_))
+        {
             *self.conn.lock().await = None;
         }
         answer
@@ -721,6 +769,11 @@ impl Gate {
 
     fn failed(&self, err: &GateError) {
         metrics::counter!("stampede_gate_errors_total").increment(1);
+        if matches!(err, GateError::Timeout(_))
+            && self.timeouts_in_a_row.fetch_add(1, Ordering::Relaxed) + 1 < TIMEOUTS_TO_TRIP
+        {
+            return;
+        }
         metrics::gauge!("stampede_gate_up").set(0.0);
         if !self.degraded.swap(true, Ordering::Relaxed) {
             tracing::warn!(
@@ -735,6 +788,7 @@ impl Gate {
     /// Redis answered: if it had failed, rebuild before admitting again
     /// (it may have lost its data, and sales went uncounted meanwhile).
     fn answered(&self) {
+        self.timeouts_in_a_row.store(0, Ordering::Relaxed);
         if self.degraded.swap(false, Ordering::Relaxed) {
             tracing::info!("Redis gate back: rebuilding its counters from Postgres");
             metrics::gauge!("stampede_gate_up").set(1.0);
