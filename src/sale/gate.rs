@@ -477,17 +477,24 @@ impl Gate {
     /// Check and count one purchase in Redis.
     pub(super) async fn admit(&self, request: &PurchaseRequest) -> Admission {
         let id = request.ticket_type_id;
-        let stale = {
+        let (stale, unbuilt) = {
             let mut local = self.local();
             if local.down_until.is_some_and(|until| Instant::now() < until) {
                 drop(local);
                 return outcome(Admission::Bypass, "fallback");
             }
             local.seen.insert(id, Instant::now());
-            local.stale.contains(&id)
+            (local.stale.contains(&id), !local.rebuilt.contains_key(&id))
         };
         let answer = async {
             if stale && !self.rebuild_once(id, Rebuild::Always).await? {
+                return Ok(None);
+            }
+            // The first purchases of a type this instance never built: one
+            // builds the hash if it is missing while the others wait for it,
+            // so that a burst's first wave asks Redis once each, not twice
+            // (once to find the hash missing, once after the rebuild).
+            if !stale && unbuilt && !self.rebuild_once(id, Rebuild::IfMissing).await? {
                 return Ok(None);
             }
             // A missing hash is rebuilt, then asked again (once).
