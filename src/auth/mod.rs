@@ -82,18 +82,65 @@ pub async fn occupy_hashing() -> Result<tokio::sync::SemaphorePermit<'static>, A
         .map_err(AppError::internal)
 }
 
-/// Run an argon2 job on the blocking pool, never on the async workers
+type HashJob = Box<dyn FnOnce() + Send>;
+
+/// The threads argon2 jobs run on: [`HASHING_SLOTS`] of their own, started
+/// once. Not tokio's blocking pool: a job there may land on a thread it
+/// has never used, and each thread's allocator keeps its freed 19 MiB for a
+/// while, so resident memory grew with the number of threads that had
+/// hashed (a flaky `failed_log_ins_leave_resident_memory_bounded`).
+fn hashing_threads() -> &'static std::sync::Mutex<std::sync::mpsc::Sender<HashJob>> {
+    static THREADS: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<HashJob>>> =
+        std::sync::OnceLock::new();
+    THREADS.get_or_init(|| {
+        let (send, receive) = std::sync::mpsc::channel::<HashJob>();
+        let receive = std::sync::Arc::new(std::sync::Mutex::new(receive));
+        for n in 0..HASHING_SLOTS {
+            let receive = std::sync::Arc::clone(&receive);
+            let started = std::thread::Builder::new()
+                .name(format!("password-hashing-{n}"))
+                .spawn(move || {
+                    loop {
+                        let job = match receive.lock() {
+                            Ok(receive) => receive.recv(),
+                            Err(_) => return,
+                        };
+                        match job {
+                            Ok(job) => job(),
+                            Err(_) => return,
+                        }
+                    }
+                });
+            if let Err(err) = started {
+                tracing::error!(error = %err, "cannot start a password-hashing thread");
+            }
+        }
+        std::sync::Mutex::new(send)
+    })
+}
+
+/// Run an argon2 job on the hashing threads, never on the async workers
 /// serving the on-sale, and never more than [`HASHING`] at once.
 async fn hashing<T: Send + 'static>(
     job: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, AppError> {
-    let _permit = tokio::time::timeout(HASHING_WAIT, HASHING.acquire())
+    let permit = tokio::time::timeout(HASHING_WAIT, HASHING.acquire())
         .await
         .map_err(|_| AppError::Overloaded)?
         .map_err(AppError::internal)?;
-    tokio::task::spawn_blocking(job)
-        .await
-        .map_err(AppError::internal)
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    // The permit goes with the job, so that a caller who goes away does not
+    // free its slot while the hash still runs.
+    let job: HashJob = Box::new(move || {
+        let _permit = permit;
+        let _ = answer.send(job());
+    });
+    hashing_threads()
+        .lock()
+        .map_err(|_| AppError::internal(anyhow::anyhow!("hashing threads poisoned")))?
+        .send(job)
+        .map_err(|_| AppError::internal(anyhow::anyhow!("no password-hashing thread")))?;
+    answered.await.map_err(AppError::internal)
 }
 
 async fn hash_password(password: NewPassword) -> Result<String, AppError> {
