@@ -43,6 +43,10 @@ fn gated(pool: &PgPool, url: &str, reconcile_every: Duration) -> Sales {
         retry_after: Duration::from_millis(200),
         ..GateSettings::default()
     };
+    gated_with(pool, url, settings)
+}
+
+fn gated_with(pool: &PgPool, url: &str, settings: GateSettings) -> Sales {
     Sales::new(pool.clone(), Strategy::Batch, EngineSettings::default())
         .with_gate(GateRedis::Server(url.into()), settings)
         .unwrap()
@@ -717,5 +721,157 @@ async fn a_low_redis_count_alone_sets_no_sold_out_flag(
         "Redis's count alone set the flag"
     );
     assert_eq!(sold(&pool, tt).await, 0);
+    assert_invariants(&pool).await;
+}
+
+/// Hold every command to `own` for `held` (`CLIENT PAUSE ... ALL`: Redis is
+/// up and takes connections, but answers nothing until then); returns when
+/// the pause ends.
+async fn pause_redis(own: &OwnRedis, held: Duration) -> tokio::time::Instant {
+    let _: String = own
+        .cmd(
+            redis::cmd("CLIENT")
+                .arg("PAUSE")
+                .arg(held.as_millis() as u64)
+                .arg("ALL"),
+        )
+        .await
+        .unwrap();
+    tokio::time::Instant::now() + held
+}
+
+/// Scripts Redis has run since it started (EVALSHA and EVAL calls).
+async fn scripts_run(own: &OwnRedis) -> i64 {
+    let info: String = own
+        .cmd(redis::cmd("INFO").arg("commandstats"))
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .filter_map(|line| {
+            line.split_once("calls=")?
+                .1
+                .split(',')
+                .next()?
+                .parse::<i64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// One buyer after another, each buying one ticket.
+struct Buyers<'a> {
+    sales: &'a Sales,
+    tt: Uuid,
+    bought: i64,
+}
+
+impl Buyers<'_> {
+    async fn buy(&mut self, tag: &str) {
+        let email = format!("{tag}{}@example.org", self.bought);
+        let created = self
+            .sales
+            .purchase(now(), &request(self.tt, 1, &email, &fresh_key()))
+            .await;
+        assert!(
+            matches!(created, Ok(Purchase::Created { .. })),
+            "{created:?}"
+        );
+        self.bought += 1;
+    }
+
+    /// Until a purchase goes through the gate.
+    async fn until_admitted(&mut self) {
+        let gate = self.sales.gate().unwrap();
+        let before = gate.admitted();
+        for _ in 0..20 {
+            self.buy("through").await;
+            if gate.admitted() > before {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no purchase went through the gate");
+    }
+}
+
+/// Redis up but slow (every command held by `CLIENT PAUSE`). One late
+/// answer costs its purchase the gate's timeout and sends it to Postgres
+/// alone, and the gate stays in use; only 16 late answers in a row take it
+/// aside, after which purchases go to Postgres without asking Redis; once
+/// Redis answers again the gate is back. Every purchase sells, exactly once.
+#[sqlx::test]
+async fn a_slow_redis_costs_a_purchase_its_timeout_and_only_a_run_of_them_trips_the_gate(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    const TIMEOUTS_TO_TRIP: usize = 16;
+    let (pool, fixture) = setup(connect, TicketSpec::new(200, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let own = OwnRedis::start();
+    own.until_up().await;
+    let settings = GateSettings {
+        prefix: PREFIX.into(),
+        timeout: Duration::from_millis(250),
+        reconcile_every: Duration::from_secs(3600),
+        retry_after: Duration::from_secs(2),
+        ..GateSettings::default()
+    };
+    let sales = gated_with(&pool, &own.url(), settings);
+    let gate = sales.gate().unwrap();
+    let mut buyers = Buyers {
+        sales: &sales,
+        tt,
+        bought: 0,
+    };
+    buyers.until_admitted().await;
+
+    // One slow answer: its purchase sells from Postgres, the gate stays.
+    let admitted = gate.admitted();
+    let resumes = pause_redis(&own, Duration::from_secs(1)).await;
+    buyers.buy("slow").await;
+    assert_eq!(gate.admitted(), admitted, "admitted while Redis was held");
+    assert!(
+        !gate.standing_aside(),
+        "one late answer took the gate aside"
+    );
+    tokio::time::sleep_until(resumes).await;
+    buyers.until_admitted().await;
+    assert!(!gate.standing_aside());
+
+    // Slow for good: a run of late answers takes the gate aside, and the
+    // purchases after it do not ask Redis at all.
+    let admitted = gate.admitted();
+    let scripts_before = scripts_run(&own).await;
+    let resumes = pause_redis(&own, Duration::from_secs(20)).await;
+    for late in 0..TIMEOUTS_TO_TRIP {
+        assert!(!gate.standing_aside(), "aside after {late} late answers");
+        buyers.buy("held").await;
+    }
+    assert!(
+        gate.standing_aside(),
+        "{TIMEOUTS_TO_TRIP} late answers in a row"
+    );
+    for _ in 0..10 {
+        buyers.buy("aside").await;
+    }
+    assert!(
+        tokio::time::Instant::now() < resumes,
+        "the purchases outlasted the pause: the test proves nothing"
+    );
+    assert_eq!(gate.admitted(), admitted, "admitted while Redis was held");
+    // The held calls run when the pause ends; the purchases aside sent none.
+    tokio::time::sleep_until(resumes + Duration::from_millis(300)).await;
+    assert_eq!(
+        scripts_run(&own).await - scripts_before,
+        TIMEOUTS_TO_TRIP as i64,
+        "scripts sent while Redis was held"
+    );
+
+    // Redis answers again: the gate is back after its retry interval.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    buyers.until_admitted().await;
+    assert!(!gate.standing_aside());
+    assert_eq!(sold(&pool, tt).await, buyers.bought);
     assert_invariants(&pool).await;
 }

@@ -455,6 +455,15 @@ impl Gate {
         self.admitted.load(Ordering::Relaxed)
     }
 
+    /// Whether purchases skip the gate now (Redis failed, or timed out
+    /// [`TIMEOUTS_TO_TRIP`] times in a row, less than `retry_after` ago),
+    /// for tests and benchmarks.
+    pub fn standing_aside(&self) -> bool {
+        self.local()
+            .down_until
+            .is_some_and(|until| Instant::now() < until)
+    }
+
     fn local(&self) -> std::sync::MutexGuard<'_, Local> {
         self.local.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -546,11 +555,7 @@ impl Gate {
     /// may be the retry of a committed purchase (worth a replay read in
     /// Postgres). Counts nothing. `true` when Redis cannot tell.
     pub(super) async fn may_replay(&self, request: &PurchaseRequest) -> bool {
-        if self
-            .local()
-            .down_until
-            .is_some_and(|until| Instant::now() < until)
-        {
+        if self.standing_aside() {
             return true;
         }
         let mut invocation = self.may_replay.prepare_invoke();
