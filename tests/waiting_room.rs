@@ -869,6 +869,25 @@ async fn the_organizer_sets_the_room_on_the_edit_page(pool: PgPool) {
             paused: false,
         }
     );
+    // The edit page then shows the room's four figures, and links to the
+    // dashboard's live panel.
+    let edit = org
+        .get(&format!("/organizer/events/{event_id}/edit"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    for figure in [
+        "In the queue: <strong>0</strong>",
+        "admitted in the last minute: <strong>0</strong>",
+        "admitted so far: <strong>0</strong>",
+        "live passes: <strong>0</strong>",
+    ] {
+        assert!(edit.contains(figure), "{figure} missing: {edit}");
+    }
+    assert!(edit.contains(&format!(
+        "href=\"/organizer/events/{event_id}#waiting-room\""
+    )));
 
     // Another organizer's event does not exist for them; a post without
     // the CSRF field is refused.

@@ -98,7 +98,13 @@ fn room_form(ctx: &PageContext, id: EventId, room: &RoomForm) -> Markup {
                 " Admission paused"
             }
             @if let Some(f) = &room.figures {
-                p.figures { "In the queue: " strong { (f.waiting) } " · admitted so far: " strong { (f.admitted) } " · live passes: " strong { (f.active_passes) } }
+                p.figures {
+                    "In the queue: " strong { (f.waiting) }
+                    " · admitted in the last minute: " strong { (f.admitted_last_minute) }
+                    " · admitted so far: " strong { (f.admitted) }
+                    " · live passes: " strong { (f.active_passes) }
+                    " · " a href={ "/organizer/events/" (id) "#waiting-room" } { "live figures on the dashboard" }
+                }
             }
             @if let Some(commitment) = &room.commitment {
                 p.hint { "Shuffle commitment (SHA-256 of the seed): " code { (commitment) } }
