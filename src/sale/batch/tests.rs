@@ -1,0 +1,379 @@
+use sqlx::postgres::PgPoolOptions;
+
+use super::*;
+use crate::domain::{Email, EventId, IdempotencyKey, Quantity};
+
+/// An idle worker closes its queue, sells what slipped in before the
+/// close, and stops; the next purchase starts a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_worker_sells_what_slipped_in_then_stops() {
+    // Nothing listens on port 1: every read fails at once, which the
+    // worker answers with 503. Only whether it answers matters here.
+    let db = PgPoolOptions::new()
+        .acquire_timeout(Duration::from_secs(2))
+        .connect_lazy("postgres://127.0.0.1:1/none")
+        .unwrap();
+    let settings = EngineSettings {
+        idle_worker: Duration::from_millis(100),
+        ..EngineSettings::default()
+    };
+    let sold_out = Arc::new(SoldOut::new(settings.sold_out_lifetime, None));
+    let batcher = Arc::new(Batcher::new(db, settings, sold_out));
+    let ticket_type_id = TicketTypeId::from(uuid::Uuid::new_v4());
+    let request = PurchaseRequest {
+        event_id: None,
+        ticket_type_id,
+        quantity: Quantity::new(1).unwrap(),
+        email: Email::parse("ada@example.org").unwrap(),
+        idempotency_key: IdempotencyKey::generate(),
+        pass: None,
+        queue_entry: None,
+    };
+    let job = |reply| Job {
+        now: OffsetDateTime::now_utc(),
+        request: request.clone(),
+        replay_only: true,
+        buyer: None,
+        deadline: Instant::now() + Duration::from_secs(10),
+        reply,
+    };
+
+    // A worker starts with the queue. Hold the queues' lock past its idle
+    // time: it times out and waits for the lock to close the queue, and
+    // a job sent meanwhile is in the queue when it closes.
+    let queue = batcher.queue(ticket_type_id);
+    assert_eq!(Arc::strong_count(&batcher), 2, "the worker holds one");
+    let (reply, answer) = oneshot::channel();
+    {
+        let _queues = batcher.queues.lock().unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        queue.try_send(job(reply)).unwrap();
+    }
+    let answer = tokio::time::timeout(Duration::from_secs(10), answer)
+        .await
+        .expect("the job that slipped in is answered")
+        .expect("the worker answers it, not drops it");
+    assert!(matches!(answer, Err(AppError::Overloaded)), "{answer:?}");
+
+    // Then it stops: its queue is gone and it no longer holds the batcher.
+    let stopped = Instant::now() + Duration::from_secs(5);
+    while Arc::strong_count(&batcher) > 1 {
+        assert!(Instant::now() < stopped, "the idle worker did not stop");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(queue.is_closed());
+    assert!(batcher.queues.lock().unwrap().is_empty());
+
+    // A later purchase starts a new worker and is answered.
+    let again = tokio::time::timeout(
+        Duration::from_secs(10),
+        batcher.replay_or_sold_out(OffsetDateTime::now_utc(), &request),
+    )
+    .await
+    .expect("a later purchase is answered");
+    assert!(matches!(again, Err(AppError::Overloaded)), "{again:?}");
+}
+
+/// A database error with a given SQLSTATE, as Postgres would report it.
+#[derive(Debug)]
+struct Sqlstate(&'static str);
+
+impl std::fmt::Display for Sqlstate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SQLSTATE {}", self.0)
+    }
+}
+
+impl std::error::Error for Sqlstate {}
+
+impl sqlx::error::DatabaseError for Sqlstate {
+    fn message(&self) -> &str {
+        "test"
+    }
+    fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+        Some(self.0.into())
+    }
+    fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+    fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+    fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+        self
+    }
+    fn kind(&self) -> sqlx::error::ErrorKind {
+        sqlx::error::ErrorKind::Other
+    }
+}
+
+fn database_error(code: &'static str) -> AppError {
+    AppError::internal(sqlx::Error::Database(Box::new(Sqlstate(code))))
+}
+
+#[test]
+fn only_the_lock_and_statement_timeouts_are_past_the_deadline() {
+    assert!(past_deadline(&database_error("55P03")));
+    assert!(past_deadline(&database_error("57014")));
+    assert!(!past_deadline(&database_error("23505")));
+    assert!(!past_deadline(&AppError::internal(anyhow::anyhow!(
+        "55P03"
+    ))));
+    assert!(!past_deadline(&AppError::Overloaded));
+}
+
+/// `roomy` of tests/isolation/fixtures.sql: 10 seats, on sale now.
+const ROOMY: uuid::Uuid = uuid::uuid!("00000000-0000-0000-0000-0000000000a2");
+
+/// Two jobs for `roomy`, one seat each, with the given deadlines.
+fn two_jobs(
+    deadlines: [Duration; 2],
+) -> (Vec<Job>, Vec<oneshot::Receiver<Result<Purchase, AppError>>>) {
+    let started = Instant::now();
+    deadlines
+        .iter()
+        .enumerate()
+        .map(|(n, deadline)| {
+            let (reply, answer) = oneshot::channel();
+            let email = Email::parse(&format!("buyer{n}@example.org")).unwrap();
+            let job = Job {
+                now: OffsetDateTime::now_utc(),
+                buyer: Some(BuyerKey::from(&email)),
+                request: PurchaseRequest {
+                    event_id: None,
+                    ticket_type_id: TicketTypeId::from(ROOMY),
+                    quantity: Quantity::new(1).unwrap(),
+                    email,
+                    idempotency_key: IdempotencyKey::generate(),
+                    pass: None,
+                    queue_entry: None,
+                },
+                replay_only: false,
+                deadline: started + *deadline,
+                reply,
+            };
+            (job, answer)
+        })
+        .unzip()
+}
+
+async fn roomy_orders_and_remaining(db: &PgPool) -> (i64, i32) {
+    sqlx::query_as(
+        "SELECT (SELECT count(*) FROM orders WHERE ticket_type_id = $1), \
+                (SELECT remaining FROM ticket_types WHERE id = $1)",
+    )
+    .bind(ROOMY)
+    .fetch_one(db)
+    .await
+    .unwrap()
+}
+
+/// A batch that fails for a reason of its own (not the deadline) is not
+/// the buyers' fault: each of its requests is sold on its own.
+#[sqlx::test(
+    migrations = "./migrations",
+    fixtures(path = "../../../tests/isolation", scripts("fixtures"))
+)]
+async fn a_failed_batch_sells_its_requests_one_by_one(db: PgPool) {
+    // Fault injection: any statement that writes more than one order fails.
+    sqlx::raw_sql(
+        "CREATE FUNCTION one_order_per_statement() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF (SELECT count(*) FROM written) > 1 THEN
+                 RAISE EXCEPTION 'injected: one order per statement';
+             END IF;
+             RETURN NULL;
+         END $$;
+         CREATE TRIGGER one_order_per_statement AFTER INSERT ON orders
+             REFERENCING NEW TABLE AS written
+             FOR EACH STATEMENT EXECUTE FUNCTION one_order_per_statement();",
+    )
+    .execute(&db)
+    .await
+    .unwrap();
+    let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
+    let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
+    let (jobs, answers) = two_jobs([Duration::from_secs(20); 2]);
+
+    batcher.sell(TicketTypeId::from(ROOMY), jobs).await;
+
+    for answer in answers {
+        let answer = answer.await.unwrap();
+        assert!(
+            matches!(answer, Ok(Purchase::Created { .. })),
+            "sold alone: {answer:?}"
+        );
+    }
+    assert_eq!(roomy_orders_and_remaining(&db).await, (2, 8));
+}
+
+/// A batch that waited on the row lock past its earliest deadline tells
+/// every buyer in it to come back, writes nothing, and does not queue
+/// them again one by one behind the same lock.
+#[sqlx::test(
+    migrations = "./migrations",
+    fixtures(path = "../../../tests/isolation", scripts("fixtures"))
+)]
+async fn a_batch_past_its_deadline_refuses_all_its_requests(db: PgPool) {
+    let mut holder = db.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM ticket_types WHERE id = $1 FOR UPDATE")
+        .bind(ROOMY)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
+    let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
+    // The first buyer's deadline passes while the lock is held; the
+    // second one's would not.
+    let (jobs, answers) = two_jobs([Duration::from_millis(300), Duration::from_secs(30)]);
+
+    let selling = tokio::spawn(async move {
+        batcher.sell(TicketTypeId::from(ROOMY), jobs).await;
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    holder.commit().await.unwrap();
+    selling.await.unwrap();
+
+    for answer in answers {
+        let answer = answer.await.unwrap();
+        assert!(matches!(answer, Err(AppError::Overloaded)), "{answer:?}");
+    }
+    assert_eq!(roomy_orders_and_remaining(&db).await, (0, 10));
+}
+
+/// A request that names its event is sold only if the ticket type is
+/// that event's (the batch's own check, behind the pre-check's).
+#[sqlx::test(
+    migrations = "./migrations",
+    fixtures(path = "../../../tests/isolation", scripts("fixtures"))
+)]
+async fn a_batch_sells_only_for_the_event_the_request_names(db: PgPool) {
+    let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
+    let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
+    let (mut jobs, answers) = two_jobs([Duration::from_secs(20); 2]);
+    let show = uuid::uuid!("00000000-0000-0000-0000-0000000000e1");
+    jobs[0].request.event_id = Some(EventId::from(show));
+    jobs[1].request.event_id = Some(EventId::from(uuid::Uuid::new_v4()));
+
+    batcher.sell(TicketTypeId::from(ROOMY), jobs).await;
+
+    let answers: Vec<_> = futures::future::join_all(answers).await;
+    assert!(
+        matches!(answers[0], Ok(Ok(Purchase::Created { .. }))),
+        "{:?}",
+        answers[0]
+    );
+    assert!(
+        matches!(answers[1], Ok(Err(AppError::NotFound))),
+        "{:?}",
+        answers[1]
+    );
+    assert_eq!(roomy_orders_and_remaining(&db).await, (1, 9));
+}
+
+/// Within one batch each request is decided against what the ones
+/// before it took: the stock and the buyer's counts (of the type and of
+/// the event). The write would refuse a batch that took more, and the
+/// requests would then be sold one by one: right, but slow.
+#[test]
+fn a_batch_decides_each_request_against_the_ones_before_it() {
+    let (jobs, _answers) = two_jobs([Duration::from_secs(20); 2]);
+    let mut jobs = jobs.into_iter();
+    let (Some(first), Some(second)) = (jobs.next(), jobs.next()) else {
+        unreachable!("two jobs")
+    };
+    let same_buyer = Job {
+        request: PurchaseRequest {
+            idempotency_key: IdempotencyKey::generate(),
+            ..first.request.clone()
+        },
+        buyer: first.buyer.clone(),
+        reply: oneshot::channel().0,
+        ..first
+    };
+    let third = Job {
+        request: PurchaseRequest {
+            email: Email::parse("buyer2@example.org").unwrap(),
+            idempotency_key: IdempotencyKey::generate(),
+            ..second.request.clone()
+        },
+        buyer: Some(BuyerKey::from(&Email::parse("buyer2@example.org").unwrap())),
+        reply: oneshot::channel().0,
+        ..second
+    };
+    let jobs = [first, same_buyer, second, third];
+    let buyers: Vec<BuyerKey> = jobs.iter().map(|j| j.buyer.clone().unwrap()).collect();
+    let window = SaleWindow {
+        status: EventStatus::Published,
+        opens_at: OffsetDateTime::UNIX_EPOCH,
+        closes_at: None,
+        starts_at: OffsetDateTime::now_utc() + time::Duration::days(30),
+    };
+    let decide_with = |per_event: Option<i32>, remaining: i32| {
+        let locked = Locked {
+            event_id: uuid::Uuid::new_v4(),
+            remaining,
+            max_per_order: 2,
+            max_per_buyer: 5,
+            sales_halted: false,
+            price_minor: 1000,
+            currency: "EUR".into(),
+        };
+        let limits = BuyerLimits {
+            per_ticket_type: 5,
+            per_event,
+        };
+        let held = Held {
+            of_type: HashMap::new(),
+            in_event: HashMap::new(),
+        };
+        decide(
+            &jobs,
+            &buyers,
+            &locked,
+            limits,
+            &window,
+            &HashMap::new(),
+            held,
+        )
+        .into_iter()
+        .map(|d| match d {
+            Decision::Sell => "sell".to_owned(),
+            Decision::Refuse(err) => err.code().to_owned(),
+            Decision::Replay(_) => "replay".to_owned(),
+            Decision::Twin => "twin".to_owned(),
+        })
+        .collect::<Vec<_>>()
+    };
+    // Two left: the first two sell, the rest find none.
+    assert_eq!(
+        decide_with(None, 2),
+        ["sell", "sell", "sold_out", "sold_out"]
+    );
+    // One per buyer in the event: buyer0's second is refused, buyer1
+    // and buyer2 buy.
+    assert_eq!(
+        decide_with(Some(1), 10),
+        ["sell", "limit_exceeded", "sell", "sell"]
+    );
+}
+
+#[test]
+fn a_purchase_is_the_same_one_by_its_buyer_and_key() {
+    let request = PurchaseRequest {
+        event_id: None,
+        ticket_type_id: TicketTypeId::from(uuid::Uuid::new_v4()),
+        quantity: Quantity::new(1).unwrap(),
+        email: Email::parse("Ada@Example.org").unwrap(),
+        idempotency_key: IdempotencyKey::parse("key-0123456789abcdef").unwrap(),
+        pass: None,
+        queue_entry: None,
+    };
+    assert_eq!(
+        order_key(&request),
+        (
+            "ada@example.org".to_owned(),
+            "key-0123456789abcdef".to_owned()
+        )
+    );
+}
