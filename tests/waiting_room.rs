@@ -19,6 +19,7 @@ use stampede::{
     AppState,
     clock::{Clock as _, ManualClock},
     domain::{EventId, QueueEntryId},
+    sale::{EngineSettings, Purchase, Sales, Strategy},
     waiting_room::{self, RoomKey, RoomSettings, Rooms},
 };
 use time::{Duration, OffsetDateTime};
@@ -465,6 +466,31 @@ async fn the_unique_entry_on_orders_is_the_last_word_on_a_spent_pass(pool: PgPoo
         "{second:?}"
     );
     assert_eq!(written(&pool).await, before);
+}
+
+/// Without a room there is no pass to spend: an entry the caller names is
+/// dropped before the sale (it cannot reserve an entry of another event's
+/// room), so the order records none.
+#[sqlx::test]
+async fn an_entry_named_for_an_event_without_a_room_is_not_recorded(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 2, 2)]).await;
+    let sales = Sales::new(pool.clone(), Strategy::Batch, EngineSettings::default());
+    let mut request =
+        common::purchase::purchase_request(fixture.ticket_type_id(), 1, "a@example.org");
+    request.queue_entry = Some(QueueEntryId::from(Uuid::new_v4()));
+    let created = sales.purchase(now(), &request).await;
+    assert!(
+        matches!(created, Ok(Purchase::Created { .. })),
+        "{created:?}"
+    );
+    let recorded: Option<Uuid> = sqlx::query_scalar("SELECT queue_entry_id FROM orders")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        recorded, None,
+        "an entry recorded for an event with no room"
+    );
 }
 
 async fn entries(pool: &PgPool, rooms: &Rooms, event_id: EventId, n: usize, at: OffsetDateTime) {
