@@ -207,6 +207,36 @@ async fn a_failed_batch_sells_its_requests_one_by_one(db: PgPool) {
     assert_eq!(roomy_orders_and_remaining(&db).await, (2, 8));
 }
 
+/// Two buyers who happen to send the same idempotency key (a key is the
+/// buyer's own, not global) are two purchases, sold in the one batch: the
+/// written rows are matched back to their requests by buyer *and* key.
+#[sqlx::test(
+    migrations = "./migrations",
+    fixtures(path = "../../../tests/isolation", scripts("fixtures"))
+)]
+async fn two_buyers_with_one_key_are_sold_in_one_batch(db: PgPool) {
+    let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
+    let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
+    let (mut jobs, answers) = two_jobs([Duration::from_secs(20); 2]);
+    jobs[1].request.idempotency_key = jobs[0].request.idempotency_key.clone();
+
+    batcher.sell(TicketTypeId::from(ROOMY), jobs).await;
+
+    for answer in answers {
+        let answer = answer.await.unwrap();
+        assert!(matches!(answer, Ok(Purchase::Created { .. })), "{answer:?}");
+    }
+    assert_eq!(roomy_orders_and_remaining(&db).await, (2, 8));
+    let transactions: i64 = sqlx::query_scalar(
+        "SELECT count(DISTINCT xmin::text) FROM orders WHERE ticket_type_id = $1",
+    )
+    .bind(ROOMY)
+    .fetch_one(&db)
+    .await
+    .unwrap();
+    assert_eq!(transactions, 1, "the batch failed and sold them one by one");
+}
+
 /// A batch that waited on the row lock past its earliest deadline tells
 /// every buyer in it to come back, writes nothing, and does not queue
 /// them again one by one behind the same lock.
