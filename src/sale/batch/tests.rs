@@ -207,6 +207,55 @@ async fn a_failed_batch_sells_its_requests_one_by_one(db: PgPool) {
     assert_eq!(roomy_orders_and_remaining(&db).await, (2, 8));
 }
 
+/// The batch statement writes its orders even when one of its guards (the
+/// stock, the buyer's holdings per type or per event) refuses its row; the
+/// engine must then roll back. Each guard is made to refuse by a trigger
+/// that drops its row: nothing is sold, nothing is written.
+#[sqlx::test(
+    migrations = "./migrations",
+    fixtures(path = "../../../tests/isolation", scripts("fixtures"))
+)]
+async fn a_guard_that_refuses_its_row_rolls_the_whole_batch_back(db: PgPool) {
+    sqlx::raw_sql(
+        "CREATE FUNCTION drop_the_row() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RETURN NULL; END $$;",
+    )
+    .execute(&db)
+    .await
+    .unwrap();
+    for (table, on) in [
+        ("ticket_types", "UPDATE"),
+        ("buyer_holdings", "INSERT OR UPDATE"),
+        ("event_buyer_holdings", "INSERT OR UPDATE"),
+    ] {
+        sqlx::raw_sql(&format!(
+            "CREATE TRIGGER refuse BEFORE {on} ON {table}
+                 FOR EACH ROW EXECUTE FUNCTION drop_the_row();"
+        ))
+        .execute(&db)
+        .await
+        .unwrap();
+        let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
+        let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
+        let (jobs, answers) = two_jobs([Duration::from_secs(20); 2]);
+
+        batcher.sell(TicketTypeId::from(ROOMY), jobs).await;
+
+        for answer in answers {
+            let answer = answer.await.unwrap();
+            assert!(
+                !matches!(answer, Ok(Purchase::Created { .. })),
+                "sold with the {table} guard refusing: {answer:?}"
+            );
+        }
+        assert_eq!(roomy_orders_and_remaining(&db).await, (0, 10), "{table}");
+        sqlx::raw_sql(&format!("DROP TRIGGER refuse ON {table};"))
+            .execute(&db)
+            .await
+            .unwrap();
+    }
+}
+
 /// Two buyers who happen to send the same idempotency key (a key is the
 /// buyer's own, not global) are two purchases, sold in the one batch: the
 /// written rows are matched back to their requests by buyer *and* key.
