@@ -157,6 +157,21 @@ fn two_jobs(
         .unzip()
 }
 
+/// Sell `jobs` as one batch on a fresh engine; the answers, in order.
+async fn sell_as_one_batch(
+    db: &PgPool,
+    (jobs, answers): (Vec<Job>, Vec<oneshot::Receiver<Result<Purchase, AppError>>>),
+) -> Vec<Result<Purchase, AppError>> {
+    let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
+    let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
+    batcher.sell(TicketTypeId::from(ROOMY), jobs).await;
+    let mut results = Vec::new();
+    for answer in answers {
+        results.push(answer.await.unwrap());
+    }
+    results
+}
+
 async fn roomy_orders_and_remaining(db: &PgPool) -> (i64, i32) {
     sqlx::query_as(
         "SELECT (SELECT count(*) FROM orders WHERE ticket_type_id = $1), \
@@ -191,14 +206,7 @@ async fn a_failed_batch_sells_its_requests_one_by_one(db: PgPool) {
     .execute(&db)
     .await
     .unwrap();
-    let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
-    let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
-    let (jobs, answers) = two_jobs([Duration::from_secs(20); 2]);
-
-    batcher.sell(TicketTypeId::from(ROOMY), jobs).await;
-
-    for answer in answers {
-        let answer = answer.await.unwrap();
+    for answer in sell_as_one_batch(&db, two_jobs([Duration::from_secs(20); 2])).await {
         assert!(
             matches!(answer, Ok(Purchase::Created { .. })),
             "sold alone: {answer:?}"
@@ -235,14 +243,7 @@ async fn a_guard_that_refuses_its_row_rolls_the_whole_batch_back(db: PgPool) {
         .execute(&db)
         .await
         .unwrap();
-        let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
-        let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
-        let (jobs, answers) = two_jobs([Duration::from_secs(20); 2]);
-
-        batcher.sell(TicketTypeId::from(ROOMY), jobs).await;
-
-        for answer in answers {
-            let answer = answer.await.unwrap();
+        for answer in sell_as_one_batch(&db, two_jobs([Duration::from_secs(20); 2])).await {
             assert!(
                 !matches!(answer, Ok(Purchase::Created { .. })),
                 "sold with the {table} guard refusing: {answer:?}"
@@ -264,15 +265,9 @@ async fn a_guard_that_refuses_its_row_rolls_the_whole_batch_back(db: PgPool) {
     fixtures(path = "../../../tests/isolation", scripts("fixtures"))
 )]
 async fn two_buyers_with_one_key_are_sold_in_one_batch(db: PgPool) {
-    let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
-    let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
     let (mut jobs, answers) = two_jobs([Duration::from_secs(20); 2]);
     jobs[1].request.idempotency_key = jobs[0].request.idempotency_key.clone();
-
-    batcher.sell(TicketTypeId::from(ROOMY), jobs).await;
-
-    for answer in answers {
-        let answer = answer.await.unwrap();
+    for answer in sell_as_one_batch(&db, (jobs, answers)).await {
         assert!(matches!(answer, Ok(Purchase::Created { .. })), "{answer:?}");
     }
     assert_eq!(roomy_orders_and_remaining(&db).await, (2, 8));
