@@ -13,7 +13,8 @@ use common::{
     TicketSpec, assert_invariants, now, order_count,
     purchase::{fresh_key, request},
     races::{
-        GateAt, Setup, one_buyer_raced, rush, same_key_raced, seed_000, seed_001, two_instances,
+        GateAt, Setup, one_buyer_raced, refused_retries_leave_the_last_ticket_on_sale, rush,
+        same_key_raced, seed_000, seed_001, two_instances,
     },
     remaining, sold,
 };
@@ -71,7 +72,8 @@ every_strategy!(
     seed_001,
     same_key_raced,
     one_buyer_raced,
-    two_instances
+    two_instances,
+    refused_retries_leave_the_last_ticket_on_sale,
 );
 
 /// A transaction holding the ticket type row, as a rush's batch would.

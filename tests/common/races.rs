@@ -282,6 +282,44 @@ pub async fn one_buyer_raced(connect: PgConnectOptions, strategy: Setup) {
     assert_eq!(limited, 46, "{strategy}");
 }
 
+/// Purchases that a pre-check let through but Postgres refused (the
+/// buyer's limit, which the Redis baselines do not check) give their
+/// reservations back, and a sale keeps its own: after one buyer's refused
+/// retries the last ticket still sells to the next buyer.
+pub async fn refused_retries_leave_the_last_ticket_on_sale(
+    connect: PgConnectOptions,
+    strategy: Setup,
+) {
+    let (pool, fixture) = rush(connect, TicketSpec::new(2, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let sales = engine(&pool, &strategy);
+    let first = sales
+        .purchase(now(), &request(tt, 1, "ada@example.org", &fresh_key()))
+        .await;
+    assert!(
+        matches!(first, Ok(Purchase::Created { .. })),
+        "{strategy}: {first:?}"
+    );
+    for _ in 0..3 {
+        let again = sales
+            .purchase(now(), &request(tt, 1, "ada@example.org", &fresh_key()))
+            .await;
+        assert!(
+            matches!(again, Err(AppError::BuyerLimit { max: 1 })),
+            "{strategy}: {again:?}"
+        );
+    }
+    let last = sales
+        .purchase(now(), &request(tt, 1, "bob@example.org", &fresh_key()))
+        .await;
+    assert!(
+        matches!(last, Ok(Purchase::Created { .. })),
+        "{strategy}: {last:?}"
+    );
+    assert_eq!(sold(&pool, tt).await, 2, "{strategy}");
+    assert_invariants(&pool).await;
+}
+
 /// Two instances (two engines, two pools) selling one ticket type.
 pub async fn two_instances(connect: PgConnectOptions, strategy: Setup) {
     let (pool, fixture) = rush(connect.clone(), TicketSpec::new(60, 2, 2)).await;
