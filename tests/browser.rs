@@ -821,7 +821,8 @@ async fn a_buyer_joins_the_waiting_room_waits_is_admitted_and_buys_in_a_real_bro
     let place = |c: &Client| {
         let c = c.clone();
         async move {
-            let shown = texts(&c, "p.place strong").await;
+            // The page's meta refresh may reload it mid-read: poll again.
+            let shown = texts_unless_reloading(&c, "p.place strong").await.ok()?;
             shown.first().and_then(|t| t.parse::<i64>().ok())
         }
     };
@@ -915,12 +916,22 @@ async fn value(c: &Client, css: &str) -> String {
 
 /// The visible text of every match, whitespace collapsed.
 async fn texts(c: &Client, css: &str) -> Vec<String> {
+    texts_unless_reloading(c, css).await.unwrap()
+}
+
+/// [`texts`], or the WebDriver error when the page went away between
+/// finding an element and reading it (a page that reloads itself: poll
+/// again).
+async fn texts_unless_reloading(
+    c: &Client,
+    css: &str,
+) -> Result<Vec<String>, fantoccini::error::CmdError> {
     let mut out = Vec::new();
-    for element in c.find_all(Locator::Css(css)).await.unwrap() {
-        let text = element.text().await.unwrap();
+    for element in c.find_all(Locator::Css(css)).await? {
+        let text = element.text().await?;
         out.push(text.split_whitespace().collect::<Vec<_>>().join(" "));
     }
-    out
+    Ok(out)
 }
 
 /// The text of the dialog (confirm) the page opened.
