@@ -163,12 +163,29 @@ pub enum GateRedis {
     Cluster(Vec<String>),
 }
 
+/// For logs: where the gate counts, without the URL's password.
 impl std::fmt::Display for GateRedis {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Server(url) => f.write_str(url),
-            Self::Cluster(nodes) => write!(f, "cluster {}", nodes.join(",")),
+            Self::Server(url) => f.write_str(&without_password(url)),
+            Self::Cluster(nodes) => {
+                let nodes: Vec<_> = nodes.iter().map(|node| without_password(node)).collect();
+                write!(f, "cluster {}", nodes.join(","))
+            }
         }
+    }
+}
+
+/// `redis://user:secret@host` as `redis://user:***@host`; text that is
+/// not a URL with a password as it is.
+fn without_password(url: &str) -> std::borrow::Cow<'_, str> {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            // A URL with a password has a host, so this cannot fail.
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string().into()
+        }
+        _ => url.into(),
     }
 }
 

@@ -153,3 +153,22 @@ async fn a_rebuild_for_a_missing_hash_keeps_one_already_there() {
         .await
         .unwrap();
 }
+
+#[test]
+fn the_gate_is_logged_without_its_password() {
+    let server = GateRedis::Server("redis://stampede:s3cret@cache.internal:6380/2".into());
+    assert_eq!(
+        server.to_string(),
+        "redis://stampede:***@cache.internal:6380/2"
+    );
+    let plain = GateRedis::Server("redis://127.0.0.1:6379".into());
+    assert_eq!(plain.to_string(), "redis://127.0.0.1:6379");
+    let cluster = GateRedis::Cluster(vec![
+        "127.0.0.1:7000".into(),
+        "redis://:hunter2@127.0.0.1:7001".into(),
+    ]);
+    assert_eq!(
+        cluster.to_string(),
+        "cluster 127.0.0.1:7000,redis://:***@127.0.0.1:7001"
+    );
+}
