@@ -296,6 +296,72 @@ async fn raised_limits_reach_the_gate_without_waiting_for_the_reconcile(
     assert_invariants(&pool).await;
 }
 
+/// Redis refuses a retry whose admission record is gone (expired, or lost
+/// with Redis's data) by the buyer's limit: the buyer holds tickets, so the
+/// refusal may be that purchase's retry, and Postgres replays its order. A
+/// buyer who holds nothing is refused from Redis alone: with the orders
+/// table locked, the refusal still answers (a replay read would wait).
+#[sqlx::test]
+async fn a_refused_retry_replays_only_for_a_buyer_who_holds_tickets(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = setup(connect, TicketSpec::new(10, 2, 2)).await;
+    let tt = fixture.ticket_type_id();
+    let sales = gated(&pool, &shared_redis(), Duration::from_secs(3600));
+    let key = fresh_key();
+    let bought = sales
+        .purchase(now(), &request(tt, 2, "fan@example.org", &key))
+        .await
+        .unwrap();
+    let Purchase::Created { order, .. } = bought else {
+        panic!("{bought:?}")
+    };
+    let redis = redis::Client::open(shared_redis()).unwrap();
+    let mut conn = redis.get_multiplexed_async_connection().await.unwrap();
+    // The admission record gone, and the counts with it: the gate rebuilds
+    // them from Postgres, which knows the order but not its key.
+    let mut gone: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{PREFIX}{{tt:{tt}}}:key:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(gone.len(), 1, "{gone:?}");
+    gone.push(format!("{PREFIX}{{tt:{tt}}}:stock"));
+    let _: i64 = redis::cmd("DEL")
+        .arg(&gone)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let retried = sales
+        .purchase(now(), &request(tt, 2, "fan@example.org", &key))
+        .await;
+    match retried {
+        Ok(Purchase::Replayed(replayed)) => assert_eq!(replayed.id, order.id),
+        other => panic!("the retry was not replayed: {other:?}"),
+    }
+
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let refused = tokio::time::timeout(
+        Duration::from_secs(5),
+        sales.purchase(now(), &request(tt, 3, "other@example.org", &fresh_key())),
+    )
+    .await
+    .expect("a refusal of a buyer holding nothing waited on the orders table");
+    assert!(
+        matches!(refused, Err(AppError::OrderLimit { max: 2 })),
+        "{refused:?}"
+    );
+    lock.rollback().await.unwrap();
+    assert_eq!(sold(&pool, tt).await, 2);
+    assert_invariants(&pool).await;
+}
+
 /// The stock hash of a ticket type, field by field.
 async fn stock_hash(
     conn: &mut redis::aio::MultiplexedConnection,
