@@ -388,6 +388,99 @@ async fn sold_out_refusals_read_nothing_once_the_keys_are_known(
     assert_eq!(order_count(&pool).await, 1);
 }
 
+/// The buyer's rate limit (`Sales::purchase_limited`) is asked before any
+/// read or write, and its refusal writes nothing; a refusal known at once
+/// (the type sold out, the key no order's) does not ask it, so hammering a
+/// sold-out type spends none of the buyer's budget. A possible retry of a
+/// committed purchase still asks it.
+#[sqlx::test]
+async fn the_rate_limit_is_asked_of_every_purchase_but_a_known_sell_out(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let (pool, fixture) = rush(connect, TicketSpec::new(1, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let settings = EngineSettings {
+        sold_out_lifetime: Duration::from_secs(3600),
+        ..EngineSettings::default()
+    };
+    let sales = Sales::new(pool.clone(), Strategy::Batch, settings);
+    let asked = AtomicUsize::new(0);
+    let limited = |_: &sale::PurchaseRequest| {
+        asked.fetch_add(1, Ordering::Relaxed);
+        Err(AppError::TooManyRequests {
+            retry_after_secs: 7,
+        })
+    };
+    let allowed = |_: &sale::PurchaseRequest| {
+        asked.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    };
+
+    let key = fresh_key();
+    let refused = sales
+        .purchase_limited(now(), &request(tt, 1, "ada@example.org", &key), limited)
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(AppError::TooManyRequests {
+                retry_after_secs: 7
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(asked.load(Ordering::Relaxed), 1);
+    assert_eq!(order_count(&pool).await, 0);
+    assert_eq!(remaining(&pool, tt).await, 1);
+
+    let bought = sales
+        .purchase_limited(now(), &request(tt, 1, "ada@example.org", &key), allowed)
+        .await
+        .unwrap();
+    assert_eq!(asked.load(Ordering::Relaxed), 2);
+    let mut known = false;
+    for _ in 0..500 {
+        known = sales.refuses_without_reading(tt.into());
+        if known {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(known, "the flag never learned the type's keys");
+
+    for i in 0..5 {
+        let refused = sales
+            .purchase_limited(
+                now(),
+                &request(tt, 1, &format!("fan{i}@example.org"), &fresh_key()),
+                limited,
+            )
+            .await;
+        assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
+    }
+    assert_eq!(
+        asked.load(Ordering::Relaxed),
+        2,
+        "a sold-out refusal asked the limit"
+    );
+
+    let replayed = sales
+        .purchase_limited(now(), &request(tt, 1, "ada@example.org", &key), allowed)
+        .await
+        .unwrap();
+    assert_eq!(replayed, Purchase::Replayed(bought.order().clone()));
+    assert_eq!(
+        asked.load(Ordering::Relaxed),
+        3,
+        "a possible retry skipped the limit"
+    );
+    assert_eq!(order_count(&pool).await, 1);
+    assert_invariants(&pool).await;
+}
+
 /// Postgres slow: the row held elsewhere past the purchase's deadline. The
 /// buyer gets 503 (Overloaded) and the purchase is never written, not even
 /// once the row is free; the next purchase goes through.

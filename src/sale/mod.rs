@@ -234,6 +234,19 @@ impl Sales {
         now: OffsetDateTime,
         request: &PurchaseRequest,
     ) -> Result<Purchase, AppError> {
+        self.purchase_limited(now, request, |_| Ok(())).await
+    }
+
+    /// [`Self::purchase`], asking `limit` (the buyer's rate limit) first,
+    /// except of a purchase refused at once because its type is known sold
+    /// out: that refusal costs nothing, so it neither waits on the limiter
+    /// nor spends the buyer's budget.
+    pub async fn purchase_limited(
+        &self,
+        now: OffsetDateTime,
+        request: &PurchaseRequest,
+        limit: impl FnOnce(&PurchaseRequest) -> Result<(), AppError>,
+    ) -> Result<Purchase, AppError> {
         let span = tracing::info_span!(
             "purchase",
             strategy = %self.strategy,
@@ -242,7 +255,7 @@ impl Sales {
             outcome = tracing::field::Empty,
         );
         let result = self
-            .purchase_inner(now, request)
+            .purchase_inner(now, request, limit)
             .instrument(span.clone())
             .await;
         let outcome = match &result {
@@ -259,17 +272,24 @@ impl Sales {
         &self,
         now: OffsetDateTime,
         request: &PurchaseRequest,
+        limit: impl FnOnce(&PurchaseRequest) -> Result<(), AppError>,
     ) -> Result<Purchase, AppError> {
         // A sell-out's refusals are most of a rush: their future stays a few
         // bytes (the other ways are boxed), so that a refusal does not move
         // kilobytes of state through every layer of the server.
+        let flagged = self.sold_out.check(request);
+        if flagged == Flagged::Refuse {
+            // Not the key of any order of the type: nothing to replay.
+            return Err(AppError::SoldOut);
+        }
+        // The limit before any read: a buyer over it costs Postgres nothing.
+        limit(request)?;
         let checked = Box::pin(self.check_pass(now, request)).await?;
         let request = checked.as_ref().unwrap_or(request);
-        match self.sold_out.check(request) {
-            Flagged::No => Box::pin(self.gate_then_sell(now, request)).await,
-            // Not the key of any order of the type: nothing to replay.
-            Flagged::Refuse => Err(AppError::SoldOut),
-            Flagged::MayReplay => Box::pin(self.replay_after_sell_out(now, request)).await,
+        if flagged == Flagged::MayReplay {
+            Box::pin(self.replay_after_sell_out(now, request)).await
+        } else {
+            Box::pin(self.gate_then_sell(now, request)).await
         }
     }
 

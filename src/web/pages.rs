@@ -133,13 +133,14 @@ pub async fn buy(
     let now = state.clock.now();
     let pass = queue::cookie(&headers, &queue::pass_cookie(event_id)).map(str::to_owned);
     let result = match purchase_request(event_id, &form) {
-        Ok(mut request) => match state.purchase_limits.check_email(&request.email) {
-            Ok(()) => {
-                request.pass = pass;
-                state.sales.purchase(now, &request).await
-            }
-            Err(err) => Err(err),
-        },
+        Ok(mut request) => {
+            request.pass = pass;
+            let limits = &state.purchase_limits;
+            state
+                .sales
+                .purchase_limited(now, &request, |request| limits.check_email(&request.email))
+                .await
+        }
         Err(invalid) => Err(invalid.into()),
     };
     let err = match result {

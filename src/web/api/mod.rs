@@ -214,19 +214,22 @@ pub async fn create_order(
         pass: body.pass,
         queue_entry: None,
     };
-    state.purchase_limits.check_email(&request.email)?;
-    Ok(
-        match state.sales.purchase(state.clock.now(), &request).await? {
-            Purchase::Created {
-                order,
-                cancel_secret,
-            } => (
-                StatusCode::CREATED,
-                Json(OrderBody::from(order).with_secret(&cancel_secret)),
-            ),
-            Purchase::Replayed(order) => (StatusCode::OK, Json(order.into())),
-        },
-    )
+    let limits = &state.purchase_limits;
+    let purchase = state
+        .sales
+        .purchase_limited(state.clock.now(), &request, |request| {
+            limits.check_email(&request.email)
+        });
+    Ok(match purchase.await? {
+        Purchase::Created {
+            order,
+            cancel_secret,
+        } => (
+            StatusCode::CREATED,
+            Json(OrderBody::from(order).with_secret(&cancel_secret)),
+        ),
+        Purchase::Replayed(order) => (StatusCode::OK, Json(order.into())),
+    })
 }
 
 /// `GET /api/v1/orders/{id}`.
