@@ -39,6 +39,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
             return Err(AppError::BadRequest("Send a JSON object as the body.".into()).into());
         }
+        // Most bodies are valid: parsed once, untracked. One that fails is
+        // parsed again with its path tracked, for a message naming the field.
+        if let Ok(value) = serde_json::from_slice(&bytes) {
+            return Ok(Self(value));
+        }
         let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(&mut deserializer).map_err(json_error)?;
         deserializer

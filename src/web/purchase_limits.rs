@@ -88,6 +88,11 @@ impl PurchaseLimits {
         limits
     }
 
+    /// Whether purchases are limited per client address at all.
+    pub fn limits_per_ip(&self) -> bool {
+        self.per_ip.is_some()
+    }
+
     /// The buyer's own budget; the email as typed, lower-cased.
     pub fn check_email(&self, email: &Email) -> Result<(), AppError> {
         match &self.per_email {
