@@ -808,12 +808,21 @@ async fn pause_redis(own: &OwnRedis, held: Duration) -> tokio::time::Instant {
 
 /// Scripts Redis has run since it started (EVALSHA and EVAL calls).
 async fn scripts_run(own: &OwnRedis) -> i64 {
+    calls(own, &["evalsha", "eval"]).await
+}
+
+/// Calls of these commands since Redis started (`INFO commandstats`).
+async fn calls(own: &OwnRedis, commands: &[&str]) -> i64 {
     let info: String = own
         .cmd(redis::cmd("INFO").arg("commandstats"))
         .await
         .unwrap();
     info.lines()
-        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .filter(|line| {
+            commands
+                .iter()
+                .any(|command| line.starts_with(&format!("cmdstat_{command}:")))
+        })
         .filter_map(|line| {
             line.split_once("calls=")?
                 .1
@@ -939,5 +948,90 @@ async fn a_slow_redis_costs_a_purchase_its_timeout_and_only_a_run_of_them_trips_
     buyers.until_admitted().await;
     assert!(!gate.standing_aside());
     assert_eq!(sold(&pool, tt).await, buyers.bought);
+    assert_invariants(&pool).await;
+}
+
+/// At start the gate connects and loads its four scripts, before any
+/// purchase. A first wave of purchases of a type Redis does not know yet
+/// rebuilds its hash from Postgres once: one rebuild script and one admit
+/// script each, not a rebuild per purchase that waited for the first.
+#[sqlx::test]
+async fn the_gate_warms_up_at_start_and_a_first_wave_rebuilds_once(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    const WAVE: i64 = 40;
+    let (pool, fixture) = setup(connect, TicketSpec::new(100, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let own = OwnRedis::start();
+    own.until_up().await;
+    let sales = gated(&pool, &own.url(), Duration::from_secs(3600));
+    let gate = sales.gate().unwrap();
+    assert!(format!("{gate:?}").contains(PREFIX), "{gate:?}");
+    let mut loaded = 0;
+    for _ in 0..100 {
+        loaded = calls(&own, &["script|load"]).await;
+        if loaded == 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(loaded, 4, "scripts loaded at start");
+    // No rebuild for a missed notification during the wave.
+    until_listening(&pool, 2).await;
+    assert_eq!(scripts_run(&own).await, 0);
+
+    let wave: Vec<_> = (0..WAVE)
+        .map(|i| {
+            let sales = sales.clone();
+            let req = request(tt, 1, &format!("wave{i}@example.org"), &fresh_key());
+            tokio::spawn(async move { sales.purchase(now(), &req).await })
+        })
+        .collect();
+    for buyer in wave {
+        let bought = buyer.await.unwrap();
+        assert!(matches!(bought, Ok(Purchase::Created { .. })), "{bought:?}");
+    }
+    assert_eq!(gate.admitted(), WAVE as u64);
+    assert_eq!(
+        scripts_run(&own).await,
+        WAVE + 1,
+        "one rebuild, one admit each"
+    );
+    assert_eq!(sold(&pool, tt).await, WAVE);
+    assert_invariants(&pool).await;
+}
+
+/// Fewer left than asked: Redis says how many (the buyer may ask for
+/// fewer), rather than "sold out".
+#[sqlx::test]
+async fn the_gate_tells_how_many_are_left_when_fewer_than_asked(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = setup(connect, TicketSpec::new(3, 2, 2)).await;
+    let tt = fixture.ticket_type_id();
+    let sales = gated(&pool, &shared_redis(), Duration::from_secs(3600));
+    // Once the listeners are up, no rebuild for a missed notification
+    // races the first purchase (it would forget that admission, and Redis
+    // would admit the second purchase for Postgres to refuse).
+    until_listening(&pool, 2).await;
+    sales
+        .purchase(now(), &request(tt, 2, "first@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    let refused = sales
+        .purchase(now(), &request(tt, 2, "second@example.org", &fresh_key()))
+        .await;
+    assert!(
+        matches!(refused, Err(AppError::NotEnoughLeft { remaining: 1 })),
+        "{refused:?}"
+    );
+    assert_eq!(sales.gate().unwrap().admitted(), 1);
+    sales
+        .purchase(now(), &request(tt, 1, "second@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    assert_eq!(sold(&pool, tt).await, 3);
     assert_invariants(&pool).await;
 }

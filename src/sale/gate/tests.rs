@@ -172,3 +172,22 @@ fn the_gate_is_logged_without_its_password() {
         "cluster 127.0.0.1:7000,redis://:***@127.0.0.1:7001"
     );
 }
+
+#[test]
+fn connecting_and_rebuilding_get_ten_purchase_timeouts_and_at_least_a_second() {
+    let settings = |ms| GateSettings {
+        timeout: Duration::from_millis(ms),
+        ..GateSettings::default()
+    };
+    assert_eq!(settings(300).connect_timeout(), Duration::from_secs(3));
+    assert_eq!(settings(50).connect_timeout(), Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn a_connection_tells_the_database_of_its_url() {
+    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let url = format!("{}/3", url.trim_end_matches('/'));
+    let client = Client::open(&GateRedis::Server(url), &GateSettings::default()).unwrap();
+    let conn = client.connect().await.unwrap();
+    assert_eq!(conn.get_db(), 3);
+}
