@@ -1035,3 +1035,45 @@ async fn the_gate_tells_how_many_are_left_when_fewer_than_asked(
     assert_eq!(sold(&pool, tt).await, 3);
     assert_invariants(&pool).await;
 }
+
+/// `/metrics` counts the rebuilds that wrote the hash: a process's first
+/// purchases build it once, the others find it there.
+#[sqlx::test]
+async fn the_rebuilds_that_wrote_are_counted(_: PgPoolOptions, connect: PgConnectOptions) {
+    let (pool, fixture) = setup(connect.clone(), TicketSpec::new(40, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let url = database_url(&connect);
+    let redis = shared_redis();
+    let prefix = format!("stampede:test:rebuilds:{}:", Uuid::new_v4());
+    let args = [
+        "--redis-gate",
+        "--redis-url",
+        &redis,
+        "--redis-gate-prefix",
+        &prefix,
+        "--redis-gate-reconcile-secs",
+        "3600",
+        "--purchase-burst-per-ip",
+        "0",
+    ];
+    let server = ServerProcess::start(&url, &args).await;
+    until_listening(&pool, 2).await;
+    let client = reqwest::Client::new();
+    for i in 0..5 {
+        let response = client
+            .post(server.url("/api/v1/orders"))
+            .json(&serde_json::json!({
+                "ticket_type_id": tt,
+                "quantity": 1,
+                "email": format!("fan{i}@example.org"),
+                "idempotency_key": fresh_key(),
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201);
+    }
+    assert_eq!(counter(&server, "stampede_gate_rebuilds_total").await, 1.0);
+    assert_eq!(sold(&pool, tt).await, 5);
+    assert_invariants(&pool).await;
+}
