@@ -277,6 +277,7 @@ async fn raised_limits_reach_the_gate_without_waiting_for_the_reconcile(
         .execute(&pool)
         .await
         .unwrap();
+    let admitted = sales.gate().unwrap().admitted();
     // The notification arrives at commit; allow it a few seconds.
     let mut answer = Err(AppError::Overloaded);
     for _ in 0..50 {
@@ -292,6 +293,8 @@ async fn raised_limits_reach_the_gate_without_waiting_for_the_reconcile(
         matches!(answer, Ok(Purchase::Created { .. })),
         "still refused under the raised limits: {answer:?}"
     );
+    // Admitted by the rebuilt gate, not sent around it.
+    assert_eq!(sales.gate().unwrap().admitted(), admitted + 1);
     assert_eq!(sold(&pool, tt).await, 3);
     assert_invariants(&pool).await;
 }
@@ -1075,5 +1078,54 @@ async fn the_rebuilds_that_wrote_are_counted(_: PgPoolOptions, connect: PgConnec
     }
     assert_eq!(counter(&server, "stampede_gate_rebuilds_total").await, 1.0);
     assert_eq!(sold(&pool, tt).await, 5);
+    assert_invariants(&pool).await;
+}
+
+/// Stock comes back while Redis is held: the rebuild it wakes times out,
+/// and the type stays marked stale. Once Redis answers, the next purchase
+/// rebuilds the type first and is admitted by the gate, not sent around it
+/// as a type Redis does not know.
+#[sqlx::test]
+async fn a_type_whose_rebuild_failed_is_rebuilt_by_its_next_purchase(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = setup(connect, TicketSpec::new(10, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let own = OwnRedis::start();
+    own.until_up().await;
+    let settings = GateSettings {
+        prefix: PREFIX.into(),
+        // A rebuild's budget: ten of these, at least a second.
+        timeout: Duration::from_millis(100),
+        reconcile_every: Duration::from_secs(3600),
+        ..GateSettings::default()
+    };
+    let sales = gated_with(&pool, &own.url(), settings);
+    let gate = sales.gate().unwrap();
+    until_listening(&pool, 2).await;
+    sales
+        .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    assert_eq!(gate.admitted(), 1);
+
+    let resumes = pause_redis(&own, Duration::from_millis(2500)).await;
+    sqlx::query(
+        "UPDATE ticket_types SET capacity = capacity + 1, remaining = remaining + 1 WHERE id = $1",
+    )
+    .bind(tt)
+    .execute(&pool)
+    .await
+    .unwrap();
+    tokio::time::sleep_until(resumes + Duration::from_millis(200)).await;
+    assert!(!gate.standing_aside(), "one timeout took the gate aside");
+
+    sales
+        .purchase(now(), &request(tt, 1, "second@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    assert_eq!(gate.admitted(), 2, "the purchase went around the gate");
+    assert_eq!(sold(&pool, tt).await, 2);
     assert_invariants(&pool).await;
 }
