@@ -1129,3 +1129,115 @@ async fn a_type_whose_rebuild_failed_is_rebuilt_by_its_next_purchase(
     assert_eq!(sold(&pool, tt).await, 2);
     assert_invariants(&pool).await;
 }
+
+/// Redis lost the hash of a type this instance built (flushed, restarted,
+/// expired): the purchase that finds it missing rebuilds it from Postgres
+/// and is admitted by the gate, not sent around it.
+#[sqlx::test]
+async fn a_purchase_that_finds_the_hash_lost_rebuilds_it_and_is_admitted(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = setup(connect, TicketSpec::new(10, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let own = OwnRedis::start();
+    own.until_up().await;
+    let sales = gated(&pool, &own.url(), Duration::from_secs(3600));
+    let gate = sales.gate().unwrap();
+    until_listening(&pool, 2).await;
+    sales
+        .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    let _: i64 = own
+        .cmd(redis::cmd("DEL").arg(format!("{PREFIX}{{tt:{tt}}}:stock")))
+        .await
+        .unwrap();
+    sales
+        .purchase(now(), &request(tt, 1, "second@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    assert_eq!(gate.admitted(), 2, "the purchase went around the gate");
+    let mut conn = redis::Client::open(own.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    assert_eq!(stock_hash(&mut conn, tt).await["left"], "8");
+    assert_eq!(sold(&pool, tt).await, 2);
+    assert_invariants(&pool).await;
+}
+
+/// What the gate logs, captured for one test: its runtime runs on the
+/// test's thread, so a thread's default subscriber sees all of it.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn count(&self, text: &str) -> usize {
+        String::from_utf8_lossy(&self.0.lock().unwrap())
+            .matches(text)
+            .count()
+    }
+}
+
+/// Redis down: the gate says so once, however many purchases find it
+/// down, and once that it is back.
+#[sqlx::test]
+async fn redis_down_and_back_are_each_logged_once(_: PgPoolOptions, connect: PgConnectOptions) {
+    const DOWN: &str = "Redis gate unavailable";
+    const BACK: &str = "Redis gate back";
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let _logging = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
+    let (pool, fixture) = setup(connect, TicketSpec::new(10, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let mut own = OwnRedis::start();
+    own.until_up().await;
+    let port = own.port;
+    let sales = gated(&pool, &own.url(), Duration::from_secs(3600));
+    until_listening(&pool, 2).await;
+    let buy = async |tag: &str| {
+        sales
+            .purchase(
+                now(),
+                &request(tt, 1, &format!("{tag}@example.org"), &fresh_key()),
+            )
+            .await
+            .unwrap();
+    };
+    buy("before").await;
+    own.stop();
+    for i in 0..3 {
+        buy(&format!("down{i}")).await;
+        // Past the gate's retry_after: the next purchase asks Redis again.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(logs.count(DOWN), 1, "Redis down, logged");
+    assert_eq!(logs.count(BACK), 0);
+    let own = OwnRedis::start_on(port);
+    own.until_up().await;
+    for i in 0..3 {
+        buy(&format!("back{i}")).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(logs.count(DOWN), 1);
+    assert_eq!(logs.count(BACK), 1, "Redis back, logged");
+    assert_eq!(sold(&pool, tt).await, 7);
+    assert_invariants(&pool).await;
+}
