@@ -1241,3 +1241,143 @@ async fn redis_down_and_back_are_each_logged_once(_: PgPoolOptions, connect: PgC
     assert_eq!(sold(&pool, tt).await, 7);
     assert_invariants(&pool).await;
 }
+
+/// The window between the sold-out flag and the keys it learns: an instance
+/// that Postgres has just told "sold out", whose read of the type's keys
+/// waits (the orders table locked), asks the gate whether a refusal could
+/// be a retry, and refuses one that cannot without reading Postgres.
+#[sqlx::test]
+async fn before_the_keys_are_known_the_gate_tells_which_refusals_need_no_read(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = setup(connect.clone(), TicketSpec::new(2, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let seller = gated(&pool, &shared_redis(), Duration::from_secs(3600));
+    let other = gated(
+        &common::pool(connect, 4).await,
+        &shared_redis(),
+        Duration::from_secs(3600),
+    );
+    other
+        .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    seller
+        .purchase(now(), &request(tt, 1, "second@example.org", &fresh_key()))
+        .await
+        .unwrap();
+
+    let mut blocker = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    // Redis refuses; `other` asks Postgres (ticket_types only), sets its
+    // flag, and its read of the keys waits on the lock.
+    let refused = other
+        .purchase(now(), &request(tt, 1, "third@example.org", &fresh_key()))
+        .await;
+    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
+    for _ in 0..250 {
+        if other.known_sold_out(tt.into()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(other.known_sold_out(tt.into()), "the flag was never set");
+    assert!(!other.refuses_without_reading(tt.into()));
+    let refused = tokio::time::timeout(
+        Duration::from_secs(5),
+        other.purchase(now(), &request(tt, 1, "fourth@example.org", &fresh_key())),
+    )
+    .await
+    .expect("the refusal waited for Postgres");
+    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
+    blocker.rollback().await.unwrap();
+    assert_eq!(sold(&pool, tt).await, 2);
+    assert_invariants(&pool).await;
+}
+
+/// Stock that comes back while the gate's listener is reconnecting sends a
+/// notification nobody hears: on reconnecting, the gate rebuilds every type
+/// it has seen, so the ticket is sold again long before the reconcile (an
+/// hour here).
+#[sqlx::test]
+async fn stock_returned_while_the_listener_was_away_is_sold_again(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = setup(connect.clone(), TicketSpec::new(1, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let sales = gated(&pool, &shared_redis(), Duration::from_secs(3600));
+    until_listening(&pool, 2).await;
+    sales
+        .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    let refused = sales
+        .purchase(now(), &request(tt, 1, "second@example.org", &fresh_key()))
+        .await;
+    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
+
+    // The listeners cut off, and kept off (no new connection to the
+    // database) while the ticket comes back: its notification is lost.
+    let mut admin = pool.acquire().await.unwrap();
+    let database: String = sqlx::query_scalar("SELECT quote_ident(current_database())")
+        .fetch_one(&mut *admin)
+        .await
+        .unwrap();
+    // ALTER DATABASE from another database (not allowed on the current one).
+    let mut elsewhere = <sqlx::postgres::PgConnection as sqlx::Connection>::connect_with(
+        &connect.database("postgres"),
+    )
+    .await
+    .unwrap();
+    let connections =
+        |allowed: bool| format!("ALTER DATABASE {database} ALLOW_CONNECTIONS {allowed}");
+    sqlx::query(&connections(false))
+        .execute(&mut elsewhere)
+        .await
+        .unwrap();
+    let cut: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+    )
+    .fetch_all(&mut *admin)
+    .await
+    .unwrap();
+    assert!(cut.len() >= 2, "{cut:?}");
+    sqlx::query("UPDATE ticket_types SET capacity = 2, remaining = 1 WHERE id = $1")
+        .bind(tt)
+        .execute(&mut *admin)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sqlx::query(&connections(true))
+        .execute(&mut elsewhere)
+        .await
+        .unwrap();
+    drop(admin);
+    until_listening(&pool, 2).await;
+
+    let mut answer = Err(AppError::Overloaded);
+    for i in 0..30 {
+        answer = sales
+            .purchase(
+                now(),
+                &request(tt, 1, &format!("later{i}@example.org"), &fresh_key()),
+            )
+            .await;
+        if answer.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        matches!(answer, Ok(Purchase::Created { .. })),
+        "the returned ticket stayed unsold: {answer:?}"
+    );
+    assert_eq!(sold(&pool, tt).await, 2);
+    assert_invariants(&pool).await;
+}
