@@ -312,6 +312,8 @@ async fn a_refused_retry_replays_only_for_a_buyer_who_holds_tickets(
     let (pool, fixture) = setup(connect, TicketSpec::new(10, 2, 2)).await;
     let tt = fixture.ticket_type_id();
     let sales = gated(&pool, &shared_redis(), Duration::from_secs(3600));
+    // No rebuild for a missed notification (it reads the orders) later.
+    until_listening(&pool, 2).await;
     let key = fresh_key();
     let bought = sales
         .purchase(now(), &request(tt, 2, "fan@example.org", &key))
@@ -645,6 +647,8 @@ async fn after_the_sell_out_the_gate_spares_postgres_the_refusals(
     let (pool, fixture) = setup(connect, TicketSpec::new(2, 1, 1)).await;
     let tt = fixture.ticket_type_id();
     let sales = gated(&pool, &shared_redis(), Duration::from_secs(3600));
+    // No rebuild for a missed notification (it reads the orders) later.
+    until_listening(&pool, 2).await;
     let first = request(tt, 1, "first@example.org", &fresh_key());
     sales.purchase(now(), &first).await.unwrap();
     sales
@@ -1259,6 +1263,9 @@ async fn before_the_keys_are_known_the_gate_tells_which_refusals_need_no_read(
         &shared_redis(),
         Duration::from_secs(3600),
     );
+    // Both instances listening (gate and engine each): no rebuild for a
+    // missed notification (it reads the orders) comes after the lock.
+    until_listening(&pool, 4).await;
     other
         .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
         .await
