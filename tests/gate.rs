@@ -1427,3 +1427,25 @@ async fn the_reconcile_goes_on_after_an_outage(_: PgPoolOptions, connect: PgConn
     assert_eq!(sales.gate().unwrap().admitted(), admitted + 1);
     assert_invariants(&pool).await;
 }
+
+/// The periodic reconcile runs once per interval: over two seconds at
+/// 400 ms, about five rebuilds of the one type seen (at least one, and
+/// few however late a loaded machine runs them), not a loop.
+#[sqlx::test]
+async fn the_reconcile_runs_once_per_interval(_: PgPoolOptions, connect: PgConnectOptions) {
+    let (pool, fixture) = setup(connect, TicketSpec::new(10, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let own = OwnRedis::start();
+    own.until_up().await;
+    let sales = gated(&pool, &own.url(), Duration::from_millis(400));
+    until_listening(&pool, 2).await;
+    sales
+        .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    let before = scripts_run(&own).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rebuilds = scripts_run(&own).await - before;
+    assert!((1..=10).contains(&rebuilds), "{rebuilds} rebuilds in 2 s");
+    assert_invariants(&pool).await;
+}
