@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{
     Fixture, TicketSpec, assert_invariants, database_url,
-    locks::{hold_ticket_type, wait_until_blocked},
+    locks::{hold_ticket_type, lock_orders, wait_until_blocked},
     now, pool,
     process::ServerProcess,
     published_event,
@@ -60,6 +60,20 @@ async fn setup(connect: PgConnectOptions, spec: TicketSpec) -> (PgPool, Fixture)
     let pool = pool(connect, 16).await;
     let fixture = published_event(&pool, &[spec]).await;
     (pool, fixture)
+}
+
+/// A ticket type, a Redis server of the test's own, and the engine behind a
+/// gate on it.
+async fn own_gate(
+    connect: PgConnectOptions,
+    spec: TicketSpec,
+    reconcile_every: Duration,
+) -> (PgPool, Uuid, OwnRedis, Sales) {
+    let (pool, fixture) = setup(connect, spec).await;
+    let own = OwnRedis::start();
+    own.until_up().await;
+    let sales = gated(&pool, &own.url(), reconcile_every);
+    (pool, fixture.ticket_type_id(), own, sales)
 }
 
 /// Buy one ticket each under fresh buyers until `n` are sold or `tries` run out.
@@ -132,11 +146,12 @@ async fn redis_flushed_then_restarted_mid_sale_never_oversells(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
-    let (pool, fixture) = setup(connect, TicketSpec::new(30, 1, 1)).await;
-    let tt = fixture.ticket_type_id();
-    let mut own = OwnRedis::start();
-    own.until_up().await;
-    let sales = gated(&pool, &own.url(), Duration::from_secs(3600));
+    let (pool, tt, mut own, sales) = own_gate(
+        connect,
+        TicketSpec::new(30, 1, 1),
+        Duration::from_secs(3600),
+    )
+    .await;
 
     buy_until(&sales, &pool, tt, 10, 100, "a").await;
     assert_eq!(sold(&pool, tt).await, 10);
@@ -347,11 +362,7 @@ async fn a_refused_retry_replays_only_for_a_buyer_who_holds_tickets(
         other => panic!("the retry was not replayed: {other:?}"),
     }
 
-    let mut lock = pool.begin().await.unwrap();
-    sqlx::query("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = lock_orders(&pool).await;
     let refused = tokio::time::timeout(
         Duration::from_secs(5),
         sales.purchase(now(), &request(tt, 3, "other@example.org", &fresh_key())),
@@ -662,11 +673,7 @@ async fn after_the_sell_out_the_gate_spares_postgres_the_refusals(
     assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
     assert!(sales.known_sold_out(tt.into()));
 
-    let mut blocker = pool.begin().await.unwrap();
-    sqlx::query("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *blocker)
-        .await
-        .unwrap();
+    let blocker = lock_orders(&pool).await;
     let refused = tokio::time::timeout(
         Duration::from_secs(5),
         sales.purchase(now(), &request(tt, 1, "fourth@example.org", &fresh_key())),
@@ -730,11 +737,7 @@ async fn once_postgres_agrees_refusals_need_neither_redis_nor_postgres(
 
     until_refusing_without_reading(&other, tt, "late").await;
     own.stop();
-    let mut blocker = pool.begin().await.unwrap();
-    sqlx::query("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *blocker)
-        .await
-        .unwrap();
+    let blocker = lock_orders(&pool).await;
     let refused = tokio::time::timeout(
         Duration::from_secs(5),
         other.purchase(now(), &request(tt, 1, "fresh@example.org", &fresh_key())),
@@ -763,11 +766,8 @@ async fn a_low_redis_count_alone_sets_no_sold_out_flag(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
-    let (pool, fixture) = setup(connect, TicketSpec::new(1, 1, 1)).await;
-    let tt = fixture.ticket_type_id();
-    let own = OwnRedis::start();
-    own.until_up().await;
-    let sales = gated(&pool, &own.url(), Duration::from_secs(3600));
+    let (pool, tt, own, sales) =
+        own_gate(connect, TicketSpec::new(1, 1, 1), Duration::from_secs(3600)).await;
     // The first refusal builds the counter (after the reconciler's first
     // round, which would undo the change below); then it is emptied.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -968,11 +968,12 @@ async fn the_gate_warms_up_at_start_and_a_first_wave_rebuilds_once(
     connect: PgConnectOptions,
 ) {
     const WAVE: i64 = 40;
-    let (pool, fixture) = setup(connect, TicketSpec::new(100, 1, 1)).await;
-    let tt = fixture.ticket_type_id();
-    let own = OwnRedis::start();
-    own.until_up().await;
-    let sales = gated(&pool, &own.url(), Duration::from_secs(3600));
+    let (pool, tt, own, sales) = own_gate(
+        connect,
+        TicketSpec::new(100, 1, 1),
+        Duration::from_secs(3600),
+    )
+    .await;
     let gate = sales.gate().unwrap();
     assert!(format!("{gate:?}").contains(PREFIX), "{gate:?}");
     let mut loaded = 0;
@@ -1142,11 +1143,12 @@ async fn a_purchase_that_finds_the_hash_lost_rebuilds_it_and_is_admitted(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
-    let (pool, fixture) = setup(connect, TicketSpec::new(10, 1, 1)).await;
-    let tt = fixture.ticket_type_id();
-    let own = OwnRedis::start();
-    own.until_up().await;
-    let sales = gated(&pool, &own.url(), Duration::from_secs(3600));
+    let (pool, tt, own, sales) = own_gate(
+        connect,
+        TicketSpec::new(10, 1, 1),
+        Duration::from_secs(3600),
+    )
+    .await;
     let gate = sales.gate().unwrap();
     until_listening(&pool, 2).await;
     sales
@@ -1209,12 +1211,13 @@ async fn redis_down_and_back_are_each_logged_once(_: PgPoolOptions, connect: PgC
             .with_writer(move || writer.clone())
             .finish(),
     );
-    let (pool, fixture) = setup(connect, TicketSpec::new(10, 1, 1)).await;
-    let tt = fixture.ticket_type_id();
-    let mut own = OwnRedis::start();
-    own.until_up().await;
+    let (pool, tt, mut own, sales) = own_gate(
+        connect,
+        TicketSpec::new(10, 1, 1),
+        Duration::from_secs(3600),
+    )
+    .await;
     let port = own.port;
-    let sales = gated(&pool, &own.url(), Duration::from_secs(3600));
     until_listening(&pool, 2).await;
     let buy = async |tag: &str| {
         sales
@@ -1275,11 +1278,7 @@ async fn before_the_keys_are_known_the_gate_tells_which_refusals_need_no_read(
         .await
         .unwrap();
 
-    let mut blocker = pool.begin().await.unwrap();
-    sqlx::query("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *blocker)
-        .await
-        .unwrap();
+    let blocker = lock_orders(&pool).await;
     // Redis refuses; `other` asks Postgres (ticket_types only), sets its
     // flag, and its read of the keys waits on the lock.
     let refused = other
@@ -1394,12 +1393,13 @@ async fn stock_returned_while_the_listener_was_away_is_sold_again(
 /// (every 700 ms) puts both tickets back on sale.
 #[sqlx::test]
 async fn the_reconcile_goes_on_after_an_outage(_: PgPoolOptions, connect: PgConnectOptions) {
-    let (pool, fixture) = setup(connect, TicketSpec::new(5, 1, 1)).await;
-    let tt = fixture.ticket_type_id();
-    let mut own = OwnRedis::start();
-    own.until_up().await;
+    let (pool, tt, mut own, sales) = own_gate(
+        connect,
+        TicketSpec::new(5, 1, 1),
+        Duration::from_millis(700),
+    )
+    .await;
     let port = own.port;
-    let sales = gated(&pool, &own.url(), Duration::from_millis(700));
     buy_until(&sales, &pool, tt, 1, 10, "before").await;
     own.stop();
     buy_until(&sales, &pool, tt, 2, 10, "down").await;
@@ -1433,11 +1433,12 @@ async fn the_reconcile_goes_on_after_an_outage(_: PgPoolOptions, connect: PgConn
 /// few however late a loaded machine runs them), not a loop.
 #[sqlx::test]
 async fn the_reconcile_runs_once_per_interval(_: PgPoolOptions, connect: PgConnectOptions) {
-    let (pool, fixture) = setup(connect, TicketSpec::new(10, 1, 1)).await;
-    let tt = fixture.ticket_type_id();
-    let own = OwnRedis::start();
-    own.until_up().await;
-    let sales = gated(&pool, &own.url(), Duration::from_millis(400));
+    let (pool, tt, own, sales) = own_gate(
+        connect,
+        TicketSpec::new(10, 1, 1),
+        Duration::from_millis(400),
+    )
+    .await;
     until_listening(&pool, 2).await;
     sales
         .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))

@@ -10,7 +10,9 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    TicketSpec, assert_invariants, now, order_count,
+    TicketSpec, assert_invariants,
+    locks::lock_orders,
+    now, order_count,
     purchase::{fresh_key, request},
     races::{
         GateAt, Setup, one_buyer_raced, refused_retries_leave_the_last_ticket_on_sale, rush,
@@ -364,11 +366,7 @@ async fn sold_out_refusals_read_nothing_once_the_keys_are_known(
     }
     assert!(known, "the flag never learned the type's keys");
 
-    let mut blocker = pool.begin().await.unwrap();
-    sqlx::query("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *blocker)
-        .await
-        .unwrap();
+    let blocker = lock_orders(&pool).await;
     let refused = tokio::time::timeout(
         Duration::from_secs(5),
         other.purchase(now(), &request(tt, 1, "cy@example.org", &fresh_key())),

@@ -32,6 +32,18 @@ pub async fn hold_ticket_type(pool: &PgPool, ticket_type_id: Uuid) -> RowHold {
     RowHold { tx, pid }
 }
 
+/// A transaction holding the whole orders table (`ACCESS EXCLUSIVE`): any
+/// statement that reads or writes an order waits for it, so an answer that
+/// comes while it is held read no order.
+pub async fn lock_orders(pool: &PgPool) -> Transaction<'static, Postgres> {
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx
+}
+
 /// The backends of this test's database (`sqlx::test` makes one per test)
 /// waiting for a lock while running a statement that starts with
 /// `statement` (e.g. "UPDATE ticket_types"). Behind a held row, the first
