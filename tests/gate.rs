@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{
     Fixture, TicketSpec, assert_invariants, database_url,
-    locks::{hold_ticket_type, lock_orders, wait_until_blocked},
+    locks::{blocked, hold_ticket_type, lock_table, wait_until_blocked},
     now, pool,
     process::ServerProcess,
     published_event,
@@ -327,7 +327,8 @@ async fn a_refused_retry_replays_only_for_a_buyer_who_holds_tickets(
     let (pool, fixture) = setup(connect, TicketSpec::new(10, 2, 2)).await;
     let tt = fixture.ticket_type_id();
     let sales = gated(&pool, &shared_redis(), Duration::from_secs(3600));
-    // No rebuild for a missed notification (it reads the orders) later.
+    // A listener that connects late clears the sold-out flags and marks
+    // the types stale (a missed notification): not during the lock below.
     until_listening(&pool, 2).await;
     let key = fresh_key();
     let bought = sales
@@ -362,7 +363,7 @@ async fn a_refused_retry_replays_only_for_a_buyer_who_holds_tickets(
         other => panic!("the retry was not replayed: {other:?}"),
     }
 
-    let lock = lock_orders(&pool).await;
+    let lock = lock_table(&pool, "orders").await;
     let refused = tokio::time::timeout(
         Duration::from_secs(5),
         sales.purchase(now(), &request(tt, 3, "other@example.org", &fresh_key())),
@@ -658,7 +659,8 @@ async fn after_the_sell_out_the_gate_spares_postgres_the_refusals(
     let (pool, fixture) = setup(connect, TicketSpec::new(2, 1, 1)).await;
     let tt = fixture.ticket_type_id();
     let sales = gated(&pool, &shared_redis(), Duration::from_secs(3600));
-    // No rebuild for a missed notification (it reads the orders) later.
+    // A listener that connects late clears the sold-out flags and marks
+    // the types stale (a missed notification): not during the lock below.
     until_listening(&pool, 2).await;
     let first = request(tt, 1, "first@example.org", &fresh_key());
     sales.purchase(now(), &first).await.unwrap();
@@ -673,7 +675,7 @@ async fn after_the_sell_out_the_gate_spares_postgres_the_refusals(
     assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
     assert!(sales.known_sold_out(tt.into()));
 
-    let blocker = lock_orders(&pool).await;
+    let blocker = lock_table(&pool, "orders").await;
     let refused = tokio::time::timeout(
         Duration::from_secs(5),
         sales.purchase(now(), &request(tt, 1, "fourth@example.org", &fresh_key())),
@@ -737,7 +739,7 @@ async fn once_postgres_agrees_refusals_need_neither_redis_nor_postgres(
 
     until_refusing_without_reading(&other, tt, "late").await;
     own.stop();
-    let blocker = lock_orders(&pool).await;
+    let blocker = lock_table(&pool, "orders").await;
     let refused = tokio::time::timeout(
         Duration::from_secs(5),
         other.purchase(now(), &request(tt, 1, "fresh@example.org", &fresh_key())),
@@ -1266,8 +1268,9 @@ async fn before_the_keys_are_known_the_gate_tells_which_refusals_need_no_read(
         &shared_redis(),
         Duration::from_secs(3600),
     );
-    // Both instances listening (gate and engine each): no rebuild for a
-    // missed notification (it reads the orders) comes after the lock.
+    // Both instances listening (gate and engine each): a listener that
+    // connects late clears the sold-out flags and marks the types stale (a
+    // missed notification), which must not happen during the lock below.
     until_listening(&pool, 4).await;
     other
         .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
@@ -1278,7 +1281,7 @@ async fn before_the_keys_are_known_the_gate_tells_which_refusals_need_no_read(
         .await
         .unwrap();
 
-    let blocker = lock_orders(&pool).await;
+    let blocker = lock_table(&pool, "orders").await;
     // Redis refuses; `other` asks Postgres (ticket_types only), sets its
     // flag, and its read of the keys waits on the lock.
     let refused = other
@@ -1448,5 +1451,43 @@ async fn the_reconcile_runs_once_per_interval(_: PgPoolOptions, connect: PgConne
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rebuilds = scripts_run(&own).await - before;
     assert!((1..=10).contains(&rebuilds), "{rebuilds} rebuilds in 2 s");
+    assert_invariants(&pool).await;
+}
+
+/// While the gate stands aside (Redis down), the reconcile leaves Postgres
+/// and Redis alone: over five of its intervals no rebuild reads the
+/// holdings (locked here, so a read would wait, and show).
+#[sqlx::test]
+async fn while_the_gate_stands_aside_the_reconcile_rebuilds_nothing(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = setup(connect, TicketSpec::new(10, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let mut own = OwnRedis::start();
+    own.until_up().await;
+    let settings = GateSettings {
+        prefix: PREFIX.into(),
+        timeout: Duration::from_millis(500),
+        reconcile_every: Duration::from_millis(300),
+        retry_after: Duration::from_secs(30),
+        ..GateSettings::default()
+    };
+    let sales = gated_with(&pool, &own.url(), settings);
+    until_listening(&pool, 2).await;
+    buy_until(&sales, &pool, tt, 1, 10, "before").await;
+    own.stop();
+    buy_until(&sales, &pool, tt, 2, 10, "down").await;
+    assert!(sales.gate().unwrap().standing_aside());
+
+    let holdings = lock_table(&pool, "buyer_holdings").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        blocked(&pool, "").await,
+        Vec::<i32>::new(),
+        "a rebuild while the gate stood aside"
+    );
+    holdings.rollback().await.unwrap();
+    assert_eq!(sold(&pool, tt).await, 2);
     assert_invariants(&pool).await;
 }

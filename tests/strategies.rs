@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{
     TicketSpec, assert_invariants,
-    locks::lock_orders,
+    locks::lock_table,
     now, order_count,
     purchase::{fresh_key, request},
     races::{
@@ -366,7 +366,7 @@ async fn sold_out_refusals_read_nothing_once_the_keys_are_known(
     }
     assert!(known, "the flag never learned the type's keys");
 
-    let blocker = lock_orders(&pool).await;
+    let blocker = lock_table(&pool, "orders").await;
     let refused = tokio::time::timeout(
         Duration::from_secs(5),
         other.purchase(now(), &request(tt, 1, "cy@example.org", &fresh_key())),

@@ -32,12 +32,12 @@ pub async fn hold_ticket_type(pool: &PgPool, ticket_type_id: Uuid) -> RowHold {
     RowHold { tx, pid }
 }
 
-/// A transaction holding the whole orders table (`ACCESS EXCLUSIVE`): any
-/// statement that reads or writes an order waits for it, so an answer that
-/// comes while it is held read no order.
-pub async fn lock_orders(pool: &PgPool) -> Transaction<'static, Postgres> {
+/// A transaction holding a whole table (`ACCESS EXCLUSIVE`): any statement
+/// that reads or writes it waits, so an answer that comes while it is held
+/// read nothing of it (and a reader shows in [`blocked`]).
+pub async fn lock_table(pool: &PgPool, table: &str) -> Transaction<'static, Postgres> {
     let mut tx = pool.begin().await.unwrap();
-    sqlx::query("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
+    sqlx::query(&format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
         .execute(&mut *tx)
         .await
         .unwrap();
