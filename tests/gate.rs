@@ -368,13 +368,15 @@ async fn a_refused_retry_replays_only_for_a_buyer_who_holds_tickets(
         Duration::from_secs(5),
         sales.purchase(now(), &request(tt, 3, "other@example.org", &fresh_key())),
     )
-    .await
-    .expect("a refusal of a buyer holding nothing waited on the orders table");
+    .await;
+    // Released before any assertion: a failing test then ends, rather than
+    // leave a purchase waiting on the lock while the test database drops.
+    lock.rollback().await.unwrap();
+    let refused = refused.expect("a refusal of a buyer holding nothing waited on the orders table");
     assert!(
         matches!(refused, Err(AppError::OrderLimit { max: 2 })),
         "{refused:?}"
     );
-    lock.rollback().await.unwrap();
     assert_eq!(sold(&pool, tt).await, 2);
     assert_invariants(&pool).await;
 }
@@ -680,10 +682,12 @@ async fn after_the_sell_out_the_gate_spares_postgres_the_refusals(
         Duration::from_secs(5),
         sales.purchase(now(), &request(tt, 1, "fourth@example.org", &fresh_key())),
     )
-    .await
-    .expect("the refusal waited for Postgres");
-    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
+    .await;
+    // Released before any assertion: a failing test then ends, rather than
+    // leave a purchase waiting on the lock while the test database drops.
     blocker.rollback().await.unwrap();
+    let refused = refused.expect("the refusal waited for Postgres");
+    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
 
     let replayed = sales.purchase(now(), &first).await;
     assert!(
@@ -744,10 +748,12 @@ async fn once_postgres_agrees_refusals_need_neither_redis_nor_postgres(
         Duration::from_secs(5),
         other.purchase(now(), &request(tt, 1, "fresh@example.org", &fresh_key())),
     )
-    .await
-    .expect("the refusal waited for Redis or Postgres");
-    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
+    .await;
+    // Released before any assertion: a failing test then ends, rather than
+    // leave a purchase waiting on the lock while the test database drops.
     blocker.rollback().await.unwrap();
+    let refused = refused.expect("the refusal waited for Redis or Postgres");
+    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
 
     let replayed = other.purchase(now(), &first).await;
     assert!(
@@ -1284,9 +1290,15 @@ async fn before_the_keys_are_known_the_gate_tells_which_refusals_need_no_read(
     let blocker = lock_table(&pool, "orders").await;
     // Redis refuses; `other` asks Postgres (ticket_types only), sets its
     // flag, and its read of the keys waits on the lock.
-    let refused = other
-        .purchase(now(), &request(tt, 1, "third@example.org", &fresh_key()))
-        .await;
+    let refused = tokio::time::timeout(
+        Duration::from_secs(5),
+        other.purchase(now(), &request(tt, 1, "third@example.org", &fresh_key())),
+    )
+    .await;
+    let Ok(refused) = refused else {
+        blocker.rollback().await.unwrap();
+        panic!("a refusal from Redis waited for Postgres");
+    };
     assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
     for _ in 0..250 {
         if other.known_sold_out(tt.into()) {
@@ -1300,10 +1312,12 @@ async fn before_the_keys_are_known_the_gate_tells_which_refusals_need_no_read(
         Duration::from_secs(5),
         other.purchase(now(), &request(tt, 1, "fourth@example.org", &fresh_key())),
     )
-    .await
-    .expect("the refusal waited for Postgres");
-    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
+    .await;
+    // Released before any assertion: a failing test then ends, rather than
+    // leave a purchase waiting on the lock while the test database drops.
     blocker.rollback().await.unwrap();
+    let refused = refused.expect("the refusal waited for Postgres");
+    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
     assert_eq!(sold(&pool, tt).await, 2);
     assert_invariants(&pool).await;
 }

@@ -371,10 +371,12 @@ async fn sold_out_refusals_read_nothing_once_the_keys_are_known(
         Duration::from_secs(5),
         other.purchase(now(), &request(tt, 1, "cy@example.org", &fresh_key())),
     )
-    .await
-    .expect("the refusal waited for Postgres");
-    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
+    .await;
+    // Released before any assertion: a failing test then ends, rather than
+    // leave a purchase waiting on the lock while the test database drops.
     blocker.rollback().await.unwrap();
+    let refused = refused.expect("the refusal waited for Postgres");
+    assert!(matches!(refused, Err(AppError::SoldOut)), "{refused:?}");
 
     let replayed = other
         .purchase(now(), &request(tt, 1, "ada@example.org", &key))
