@@ -275,14 +275,15 @@ async fn an_organizer_sells_out_an_event_to_buyers_in_a_real_browser(pool: PgPoo
     // 3. Another buyer (cookies cleared: a new visitor) asks for 2 Standing;
     //    1 is left. The form comes back filled in with the reason.
     buyer.delete_all_cookies().await.unwrap();
-    buyer.goto(&app.url(&event_path)).await.unwrap();
-    assert_eq!(
-        texts(&buyer, ".ticket-type").await,
-        [
+    event_page_showing(
+        &buyer,
+        &app.url(&event_path),
+        &[
             "Standing 25.00 EUR 1 of 3 left",
-            "Seated 40.00 EUR 2 of 2 left"
-        ]
-    );
+            "Seated 40.00 EUR 2 of 2 left",
+        ],
+    )
+    .await;
     fill_buy_form(&buyer, standing, "2", "bea@example.org").await;
     click(&buyer, "form.buy button[type=submit]").await;
     let error = find(&buyer, "#form-error").await.text().await.unwrap();
@@ -441,15 +442,16 @@ async fn an_organizer_sells_out_an_event_to_buyers_in_a_real_browser(pool: PgPoo
     assert_eq!(order_status(&pool, cy_order).await, "cancelled");
     assert_eq!(remaining(&pool, seated).await, 2);
     common::assert_invariants(&pool).await;
-    buyer.goto(&app.url(&event_path)).await.unwrap();
-    find(&buyer, &radio(seated)).await;
-    assert_eq!(
-        texts(&buyer, ".ticket-type").await,
-        [
+    event_page_showing(
+        &buyer,
+        &app.url(&event_path),
+        &[
             "Standing 25.00 EUR Sold out",
-            "Seated 40.00 EUR 2 of 2 left"
-        ]
-    );
+            "Seated 40.00 EUR 2 of 2 left",
+        ],
+    )
+    .await;
+    find(&buyer, &radio(seated)).await;
 
     buyer.close().await.unwrap();
     organizer.close().await.unwrap();
@@ -912,6 +914,22 @@ async fn value(c: &Client, css: &str) -> String {
         .await
         .unwrap()
         .unwrap_or_default()
+}
+
+/// Open the event page until its ticket types read `expected`: the stock it
+/// shows may be up to a second old (`web::event_cache::FRESH_FOR`), so a
+/// page opened right after a sale may not count it yet.
+async fn event_page_showing(c: &Client, url: &str, expected: &[&str]) {
+    let started = Instant::now();
+    loop {
+        c.goto(url).await.unwrap();
+        let shown = texts(c, ".ticket-type").await;
+        if shown == expected || started.elapsed() > WAIT {
+            assert_eq!(shown, expected);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// The visible text of every match, whitespace collapsed.
