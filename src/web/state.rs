@@ -15,7 +15,8 @@ use super::{
 use crate::{
     clock::{Clock, SystemClock},
     domain::Quotas,
-    sale::{EngineSettings, Sales, Strategy},
+    error::AppError,
+    sale::{EngineSettings, Purchase, PurchaseRequest, Sales, Strategy},
 };
 
 /// How long a page of the public event list is served from memory.
@@ -103,6 +104,16 @@ pub struct Shared {
 }
 
 impl AppState {
+    /// A buyer's purchase (form or API), behind the buyer's rate limit,
+    /// which a refusal of a type known sold out does not spend.
+    pub async fn purchase(&self, request: &PurchaseRequest) -> Result<Purchase, AppError> {
+        self.sales
+            .purchase_limited(self.clock.now(), request, |request| {
+                self.purchase_limits.check_email(&request.email)
+            })
+            .await
+    }
+
     pub fn new(db: PgPool) -> Self {
         Self(Arc::new(Shared {
             sales: Sales::new(db.clone(), Strategy::default(), EngineSettings::default()),
@@ -149,7 +160,7 @@ impl AppState {
     }
 
     /// Redis, for the sale strategies that use it.
-    pub fn with_redis(mut self, url: &str) -> Result<Self, crate::error::AppError> {
+    pub fn with_redis(mut self, url: &str) -> Result<Self, AppError> {
         self.shared_mut().sales = self.sales.clone().with_redis(url)?;
         Ok(self)
     }
@@ -159,7 +170,7 @@ impl AppState {
         mut self,
         redis: crate::sale::GateRedis,
         settings: crate::sale::GateSettings,
-    ) -> Result<Self, crate::error::AppError> {
+    ) -> Result<Self, AppError> {
         self.shared_mut().sales = self.sales.clone().with_gate(redis, settings)?;
         Ok(self)
     }

@@ -214,13 +214,7 @@ pub async fn create_order(
         pass: body.pass,
         queue_entry: None,
     };
-    let limits = &state.purchase_limits;
-    let purchase = state
-        .sales
-        .purchase_limited(state.clock.now(), &request, |request| {
-            limits.check_email(&request.email)
-        });
-    Ok(match purchase.await? {
+    Ok(match state.purchase(&request).await? {
         Purchase::Created {
             order,
             cancel_secret,
