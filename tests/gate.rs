@@ -1505,3 +1505,169 @@ async fn while_the_gate_stands_aside_the_reconcile_rebuilds_nothing(
     assert_eq!(sold(&pool, tt).await, 2);
     assert_invariants(&pool).await;
 }
+
+/// The engine, one transaction per purchase (each waits in Postgres
+/// visibly), behind the shared Redis with a reconcile every `reconcile_every`.
+fn naive_gated(pool: &PgPool, reconcile_every: Duration, settle_within: Duration) -> Sales {
+    let settings = GateSettings {
+        prefix: PREFIX.into(),
+        timeout: Duration::from_secs(1),
+        reconcile_every,
+        settle_within,
+        ..GateSettings::default()
+    };
+    Sales::new(pool.clone(), Strategy::Naive, EngineSettings::default())
+        .with_gate(GateRedis::Server(shared_redis()), settings)
+        .unwrap()
+}
+
+/// Stock returned (announced) while three purchases, admitted for the last
+/// three tickets, wait on the ticket type's row. A rebuild then would read
+/// their tickets as still for sale and Redis would admit as many again:
+/// the rebuild waits. A fourth buyer is refused from Redis (not queued on
+/// the row), and once the three commit, the rebuild held back runs by
+/// itself (the periodic reconcile is an hour away) and agrees with Postgres.
+#[sqlx::test]
+async fn a_rebuild_waits_for_the_purchases_in_flight(_: PgPoolOptions, connect: PgConnectOptions) {
+    let (pool, fixture) = setup(connect, TicketSpec::new(4, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let sales = naive_gated(&pool, Duration::from_secs(3600), Duration::from_secs(30));
+    until_listening(&pool, 2).await;
+    sales
+        .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    let client = redis::Client::open(shared_redis()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let built = stock_hash(&mut conn, tt).await;
+
+    let hold = hold_ticket_type(&pool, tt).await;
+    let waiting: Vec<_> = (0..3)
+        .map(|i| {
+            let sales = sales.clone();
+            let req = request(tt, 1, &format!("waiting{i}@example.org"), &fresh_key());
+            tokio::spawn(async move { sales.purchase(now(), &req).await })
+        })
+        .collect();
+    wait_until_blocked(&pool, "UPDATE ticket_types", 3).await;
+    // As a cancellation would announce it (the row is held: none can run).
+    sqlx::query("SELECT pg_notify('stampede_stock_returned', $1)")
+        .bind(tt.to_string())
+        .execute(&pool)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let fourth = tokio::time::timeout(
+        Duration::from_secs(5),
+        sales.purchase(now(), &request(tt, 1, "fourth@example.org", &fresh_key())),
+    )
+    .await;
+    let during = stock_hash(&mut conn, tt).await;
+    // Released before any assertion (a failing test ends, not hangs).
+    hold.tx.rollback().await.unwrap();
+    let fourth = fourth.expect("the fourth buyer waited on the row: Redis admitted them");
+    assert!(matches!(fourth, Err(AppError::SoldOut)), "{fourth:?}");
+    assert_eq!(
+        during["gen"], built["gen"],
+        "rebuilt under purchases in flight"
+    );
+    for task in waiting {
+        let bought = task.await.unwrap();
+        assert!(matches!(bought, Ok(Purchase::Created { .. })), "{bought:?}");
+    }
+    assert_eq!(sales.gate().unwrap().admitted(), 4);
+
+    let mut after = stock_hash(&mut conn, tt).await;
+    for _ in 0..100 {
+        if after["gen"] != built["gen"] {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        after = stock_hash(&mut conn, tt).await;
+    }
+    assert_ne!(
+        after["gen"], built["gen"],
+        "the rebuild held back never ran"
+    );
+    assert_eq!(after["left"], "0", "{after:?}");
+    assert_eq!(sold(&pool, tt).await, 4);
+    assert_invariants(&pool).await;
+    let _: i64 = redis::cmd("DEL")
+        .arg(format!("{PREFIX}{{tt:{tt}}}:stock"))
+        .arg(format!("{PREFIX}{{tt:{tt}}}:inflight"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
+
+/// An admission that Redis counted but that will never be settled (its
+/// instance killed before the commit, simulated by counting it by hand)
+/// holds the reconcile back for `settle_within`, and only that long: then
+/// its ticket is on sale again.
+#[sqlx::test]
+async fn a_lost_admission_holds_the_reconcile_back_only_for_a_while(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = setup(connect, TicketSpec::new(2, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let settle_within = Duration::from_secs(2);
+    let sales = naive_gated(&pool, Duration::from_millis(200), settle_within);
+    until_listening(&pool, 2).await;
+    sales
+        .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    let client = redis::Client::open(shared_redis()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let admitted_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let lost_at = std::time::Instant::now();
+    let _: () = redis::pipe()
+        .hincr(format!("{PREFIX}{{tt:{tt}}}:stock"), "left", -1)
+        .ignore()
+        .zadd(
+            format!("{PREFIX}{{tt:{tt}}}:inflight"),
+            format!("{PREFIX}{{tt:{tt}}}:key:lost"),
+            admitted_ms,
+        )
+        .ignore()
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let mut sold_after = None;
+    for i in 0..150 {
+        let answer = sales
+            .purchase(
+                now(),
+                &request(tt, 1, &format!("later{i}@example.org"), &fresh_key()),
+            )
+            .await;
+        match answer {
+            Ok(Purchase::Created { .. }) => {
+                sold_after = Some(lost_at.elapsed());
+                break;
+            }
+            Err(AppError::SoldOut) => {}
+            other => panic!("{other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sold_after = sold_after.expect("the lost admission's ticket stayed unsold");
+    // Scores are whole milliseconds: a little slack for the rounding.
+    assert!(
+        sold_after + Duration::from_millis(20) >= settle_within,
+        "rebuilt after {sold_after:?}, under an admission in flight"
+    );
+    assert_eq!(sold(&pool, tt).await, 2);
+    assert_invariants(&pool).await;
+    let _: i64 = redis::cmd("DEL")
+        .arg(format!("{PREFIX}{{tt:{tt}}}:stock"))
+        .arg(format!("{PREFIX}{{tt:{tt}}}:inflight"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}

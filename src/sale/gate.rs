@@ -27,10 +27,25 @@
 //! when Postgres announces returned stock (`stampede_stock_returned`: a
 //! cancellation, a capacity raised), when Redis comes back after a failure,
 //! and every `reconcile_every` for the ticket types this instance sells.
-//! `left` is an *upper bound hint*: a rebuild while admitted purchases are
-//! in flight sets it to Postgres' `remaining`, which does not count them yet;
-//! if they commit, Redis is a little high (Postgres refuses the surplus);
-//! if they fail, their give-back must not add their quantity again.
+//!
+//! **Only when quiet.** A snapshot does not count the purchases admitted
+//! but not yet committed: a rebuild under them would set `left` as if their
+//! tickets were still for sale, and Redis would admit them twice (Postgres
+//! refuses the surplus, but the burst it was to shed reaches it). So every
+//! admission bumps the hash's `seq` and joins an in-flight set (per type,
+//! `<prefix>{tt:<id>}:inflight`) that it leaves once settled: after its
+//! commit (a `ZREM`, off the buyer's answer) or in its give-back. The
+//! periodic and returned-stock rebuilds read `seq` and the set before the
+//! snapshot and write only if the set was empty and `seq` unchanged by the
+//! time they write (atomic in the script): then every admission before the
+//! snapshot had committed or been given back, and none came after, so the
+//! snapshot is exact. Otherwise they are retried every [`QUIET_RETRY`]
+//! until the burst has settled; meanwhile Redis may be low (returned stock
+//! not yet on sale), never high. An admission never settled (its instance
+//! killed, its `ZREM` lost) stops holding them back after `settle_within`.
+//! Two rebuilds are not held back: the one of a missing hash (there is
+//! nothing to keep) and the one after Redis comes back from a failure
+//! (purchases went to Postgres uncounted meanwhile: Redis may be high).
 //!
 //! **The generation rule.** Each rebuild writes a fresh random generation;
 //! each admission record carries the generation it was counted in. A
@@ -41,7 +56,7 @@
 //! (an instance killed between the gate and the commit, a give-back lost
 //! while Redis was unreachable, a rebuild that read before a cancellation
 //! and wrote after the next one): the next periodic rebuild, within
-//! `reconcile_every`, puts those tickets back on sale.
+//! `reconcile_every` once the sale is quiet, puts those tickets back on sale.
 //!
 //! **Redis Cluster.** With [`GateRedis::Cluster`] the same scripts run on a
 //! cluster (redis-rs' cluster client): each touches the keys of one ticket
@@ -59,7 +74,7 @@
 //! Redis stays low by it until the next periodic rebuild.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashMap,
     sync::{
         Arc, Mutex, PoisonError, Weak,
         atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
@@ -87,8 +102,10 @@ use crate::{
 };
 
 /// The purchase's check and decrement. KEYS: the stock hash, the admission
-/// record. ARGV: the buyer field, the quantity, the record's TTL (seconds).
-/// Answers `{outcome, number, buyer's count, generation}`.
+/// record, the in-flight set. ARGV: the buyer field, the quantity, the
+/// record's TTL (seconds), the time (Unix ms). An admission bumps `seq` and
+/// joins the in-flight set until it is settled or given back (see
+/// "Rebuilds"). Answers `{outcome, number, buyer's count, generation}`.
 const ADMIT: &str = r"
 local gen = redis.call('HGET', KEYS[1], 'gen')
 if not gen then return {'rebuild', 0, 0, ''} end
@@ -103,7 +120,10 @@ local left = tonumber(redis.call('HGET', KEYS[1], 'left') or '0')
 if left < qty then return {'sold_out', left, held, gen} end
 redis.call('HINCRBY', KEYS[1], 'left', -qty)
 redis.call('HINCRBY', KEYS[1], ARGV[1], qty)
+redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('SET', KEYS[2], gen .. ':' .. qty .. ':' .. ARGV[1], 'EX', ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[4], KEYS[2])
+redis.call('EXPIRE', KEYS[3], ARGV[3])
 return {'admitted', left - qty, held + qty, gen}
 ";
 
@@ -119,13 +139,15 @@ return 0
 ";
 
 /// An admitted purchase that Postgres did not sell. KEYS: the stock hash,
-/// the admission record. ARGV: the record's value, its generation, the
-/// quantity, the buyer field. Answers 0: nothing to give back (given back
-/// already, or the record is gone); 1: the record dropped, the counts not
-/// given back (a rebuild since, see the generation rule); 2: given back.
+/// the admission record, the in-flight set. ARGV: the record's value, its
+/// generation, the quantity, the buyer field. Answers 0: nothing to give
+/// back (given back already, or the record is gone); 1: the record dropped,
+/// the counts not given back (a rebuild since, see the generation rule);
+/// 2: given back. Either way the admission is no longer in flight.
 const GIVE_BACK: &str = r"
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[2])
+redis.call('ZREM', KEYS[3], KEYS[2])
 if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[2] then return 1 end
 local qty = tonumber(ARGV[3])
 redis.call('HINCRBY', KEYS[1], 'left', qty)
@@ -135,18 +157,31 @@ end
 return 2
 ";
 
-/// The hash from a Postgres snapshot. KEYS: the stock hash. ARGV: the
-/// generation, left, the limit per buyer, the limit per order, the TTL
-/// (seconds), `missing` or `always`, then (buyer field, count) pairs.
-/// `missing`: only if no hash is there (another instance may have just
-/// built it and admitted under it: a second rebuild from a snapshot taken
-/// before those admissions commit would forget them and admit too many).
-/// Answers 1: written; 0: left as it was.
+/// The hash from a Postgres snapshot. KEYS: the stock hash, the in-flight
+/// set. ARGV: the generation, left, the limit per buyer, the limit per
+/// order, the TTL (seconds), the mode, the `seq` read before the snapshot,
+/// the in-flight cutoff (Unix ms), then (buyer field, count) pairs. Modes:
+/// - `missing`: only if no hash is there (another instance may have just
+///   built it and admitted under it: a second rebuild from a snapshot taken
+///   before those admissions commit would forget them and admit too many);
+/// - `quiet`: only if no purchase was admitted since `seq` was read and
+///   none is in flight (entries older than the cutoff are dropped as lost),
+///   so the snapshot saw every admission settled;
+/// - `always`: whatever is there.
+///
+/// `seq` goes on counting across rebuilds. Answers 1: written; 0: left as
+/// it was (`missing`); 2: busy (`quiet`).
 const REBUILD: &str = r"
-if ARGV[6] == 'missing' and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local mode = ARGV[6]
+if mode == 'missing' and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local seq = redis.call('HGET', KEYS[1], 'seq') or '0'
+if mode == 'quiet' then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[8])
+  if seq ~= ARGV[7] or redis.call('ZCARD', KEYS[2]) > 0 then return 2 end
+end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'left', ARGV[2], 'limit', ARGV[3], 'per_order', ARGV[4])
-for i = 7, #ARGV, 2 do
+redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'left', ARGV[2], 'limit', ARGV[3], 'per_order', ARGV[4], 'seq', tonumber(seq) + 1)
+for i = 9, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
@@ -283,6 +318,10 @@ pub struct GateSettings {
     pub record_ttl: Duration,
     /// Prepended to every key (tests isolate themselves with it).
     pub prefix: String,
+    /// An admission neither settled nor given back within this is taken for
+    /// lost (its instance died) and no longer holds back the rebuilds that
+    /// wait for quiet. Longer than any purchase takes.
+    pub settle_within: Duration,
 }
 
 impl GateSettings {
@@ -301,6 +340,7 @@ impl Default for GateSettings {
             retry_after: Duration::from_secs(1),
             record_ttl: Duration::from_secs(24 * 3600),
             prefix: "stampede:gate:".to_owned(),
+            settle_within: Duration::from_secs(30),
         }
     }
 }
@@ -332,11 +372,12 @@ pub(super) enum Admission {
     Bypass,
 }
 
-/// What an admission counted, to give it back.
+/// What an admission counted, to settle it or give it back.
 #[derive(Debug)]
 pub(super) struct Ticket {
     stock: String,
     record: String,
+    inflight: String,
     value: String,
     generation: String,
     quantity: i32,
@@ -347,22 +388,51 @@ pub(super) struct Ticket {
 struct Local {
     /// Ticket types bought through this instance, and when last.
     seen: HashMap<TicketTypeId, Instant>,
-    /// To rebuild before the next admission.
-    stale: HashSet<TicketTypeId>,
+    /// To rebuild, and how: [`Rebuild::Always`] before the next admission,
+    /// [`Rebuild::WhenQuiet`] as soon as no purchase is in flight.
+    stale: HashMap<TicketTypeId, Rebuild>,
+    /// A quiet rebuild found the type busy: purchases do not try again
+    /// before then (the reconciler does).
+    busy_until: HashMap<TicketTypeId, Instant>,
     /// When each was last rebuilt by this instance.
     rebuilt: HashMap<TicketTypeId, Instant>,
     /// Skip the gate until then (Redis failed).
     down_until: Option<Instant>,
 }
 
-/// Whether a rebuild replaces the stock hash or only fills its absence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+impl Local {
+    /// Mark a type to rebuild; the stronger mode wins.
+    fn mark(&mut self, id: TicketTypeId, mode: Rebuild) {
+        let entry = self.stale.entry(id).or_insert(mode);
+        *entry = (*entry).max(mode);
+    }
+}
+
+/// How a rebuild treats the stock hash that is there, weakest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Rebuild {
     /// The hash was found missing: build it unless another instance has.
     IfMissing,
-    /// Stale or periodic: replace it with Postgres's truth.
+    /// Periodic or stock returned: replace it with Postgres's truth once no
+    /// purchase is in flight (until then Redis is at most low).
+    WhenQuiet,
+    /// Redis is back after a failure (it may be high): replace it now.
     Always,
 }
+
+/// What a rebuild did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rebuilt {
+    /// Written, or left to another instance's (or task's) rebuild.
+    Done,
+    /// Not written: purchases are in flight ([`Rebuild::WhenQuiet`]).
+    Busy,
+    /// The ticket type is not in Postgres.
+    Unknown,
+}
+
+/// How soon a quiet rebuild that found purchases in flight is tried again.
+const QUIET_RETRY: Duration = Duration::from_millis(100);
 
 /// A ticket type not bought for this long is no longer reconciled.
 const FORGET_AFTER: Duration = Duration::from_secs(600);
@@ -489,6 +559,10 @@ impl Gate {
         format!("{}{{tt:{id}}}:stock", self.settings.prefix)
     }
 
+    fn inflight_key(&self, id: TicketTypeId) -> String {
+        format!("{}{{tt:{id}}}:inflight", self.settings.prefix)
+    }
+
     fn record_key(&self, request: &PurchaseRequest) -> String {
         let email = request.email.as_str();
         format!(
@@ -503,24 +577,39 @@ impl Gate {
     /// Check and count one purchase in Redis.
     pub(super) async fn admit(&self, request: &PurchaseRequest) -> Admission {
         let id = request.ticket_type_id;
-        let (stale, unbuilt) = {
+        let before = {
             let mut local = self.local();
-            if local.down_until.is_some_and(|until| Instant::now() < until) {
+            let now = Instant::now();
+            if local.down_until.is_some_and(|until| now < until) {
                 drop(local);
                 return outcome(Admission::Bypass, "fallback");
             }
-            local.seen.insert(id, Instant::now());
-            (local.stale.contains(&id), !local.rebuilt.contains_key(&id))
+            local.seen.insert(id, now);
+            match local.stale.get(&id).copied() {
+                // Redis may be high (back from a failure): rebuilt first.
+                Some(Rebuild::Always) => Some(Rebuild::Always),
+                // A quiet rebuild that finds purchases in flight leaves the
+                // hash as it is (at most low) and the purchase is admitted
+                // against it. One purchase tries per QUIET_RETRY, not every
+                // purchase of the burst (the reconciler retries too).
+                Some(mode) => {
+                    let due = local.busy_until.get(&id).is_none_or(|until| now >= *until);
+                    if due {
+                        local.busy_until.insert(id, now + QUIET_RETRY);
+                    }
+                    due.then_some(mode)
+                }
+                // The first purchases of a type this instance never built:
+                // one builds the hash if it is missing while the others wait
+                // for it, so that a burst's first wave asks Redis once each,
+                // not twice (once to find the hash missing, once after).
+                None => (!local.rebuilt.contains_key(&id)).then_some(Rebuild::IfMissing),
+            }
         };
         let answer = async {
-            if stale && !self.rebuild_once(id, Rebuild::Always).await? {
-                return Ok(None);
-            }
-            // The first purchases of a type this instance never built: one
-            // builds the hash if it is missing while the others wait for it,
-            // so that a burst's first wave asks Redis once each, not twice
-            // (once to find the hash missing, once after the rebuild).
-            if !stale && unbuilt && !self.rebuild_once(id, Rebuild::IfMissing).await? {
+            if let Some(mode) = before
+                && self.rebuild_once(id, mode).await? == Rebuilt::Unknown
+            {
                 return Ok(None);
             }
             // A missing hash is rebuilt, then asked again (once).
@@ -528,7 +617,7 @@ impl Gate {
                 match self.try_admit(request).await? {
                     Some(admission) => return Ok(Some(admission)),
                     None => {
-                        if !self.rebuild_once(id, Rebuild::IfMissing).await? {
+                        if self.rebuild_once(id, Rebuild::IfMissing).await? == Rebuilt::Unknown {
                             return Ok(None);
                         }
                     }
@@ -604,6 +693,7 @@ impl Gate {
     async fn try_admit(&self, request: &PurchaseRequest) -> Result<Option<Admission>, GateError> {
         let stock = self.stock_key(request.ticket_type_id);
         let record = self.record_key(request);
+        let inflight = self.inflight_key(request.ticket_type_id);
         let buyer = format!("b:{}", BuyerKey::from(&request.email));
         let quantity = request.quantity.get();
         let ttl = self.settings.record_ttl.as_secs().max(1);
@@ -611,9 +701,11 @@ impl Gate {
         invocation
             .key(&stock)
             .key(&record)
+            .key(&inflight)
             .arg(&buyer)
             .arg(quantity)
-            .arg(ttl);
+            .arg(ttl)
+            .arg(unix_ms());
         let (verdict, number, held, generation): (String, i64, i64, String) = self
             .redis(self.settings.timeout, async |conn| {
                 invocation.invoke_async(conn).await
@@ -644,6 +736,7 @@ impl Gate {
                 value: format!("{generation}:{quantity}:{buyer}"),
                 stock,
                 record,
+                inflight,
                 generation,
                 quantity,
                 buyer,
@@ -658,6 +751,7 @@ impl Gate {
         invocation
             .key(&ticket.stock)
             .key(&ticket.record)
+            .key(&ticket.inflight)
             .arg(&ticket.value)
             .arg(&ticket.generation)
             .arg(ticket.quantity)
@@ -680,9 +774,30 @@ impl Gate {
         metrics::counter!("stampede_gate_give_backs_total", "outcome" => label).increment(1);
     }
 
+    /// Postgres sold an admitted purchase: it is no longer in flight. Off
+    /// the buyer's answer; if it is lost, the admission holds back the
+    /// quiet rebuilds for `settle_within`.
+    pub(super) async fn settle(&self, ticket: &Ticket) {
+        let mut settle = redis::cmd("ZREM");
+        settle.arg(&ticket.inflight).arg(&ticket.record);
+        let done: Result<i64, GateError> = self
+            .redis(self.settings.timeout, async |conn| {
+                settle.query_async(conn).await
+            })
+            .await;
+        let label = match done {
+            Ok(_) => "settled",
+            Err(err) => {
+                self.failed(&err);
+                "failed"
+            }
+        };
+        metrics::counter!("stampede_gate_settles_total", "outcome" => label).increment(1);
+    }
+
     /// Rebuild unless another task of this instance just did, waiting for
-    /// it. `false`: the ticket type does not exist.
-    async fn rebuild_once(&self, id: TicketTypeId, mode: Rebuild) -> Result<bool, GateError> {
+    /// it.
+    async fn rebuild_once(&self, id: TicketTypeId, mode: Rebuild) -> Result<Rebuilt, GateError> {
         let asked = Instant::now();
         let lock = {
             let mut rebuilding = self
@@ -694,25 +809,35 @@ impl Gate {
         let _one_at_a_time = lock.lock().await;
         {
             let local = self.local();
-            if !local.stale.contains(&id) && local.rebuilt.get(&id).is_some_and(|at| *at > asked) {
-                return Ok(true);
+            if !local.stale.contains_key(&id)
+                && local.rebuilt.get(&id).is_some_and(|at| *at > asked)
+            {
+                return Ok(Rebuilt::Done);
             }
         }
         self.rebuild(id, mode).await
     }
 
     /// The stock hash from one Postgres snapshot, under a new generation.
-    async fn rebuild(&self, id: TicketTypeId, mode: Rebuild) -> Result<bool, GateError> {
+    async fn rebuild(&self, id: TicketTypeId, mode: Rebuild) -> Result<Rebuilt, GateError> {
         // Unmarked first: stock returned during the rebuild marks it again.
-        self.local().stale.remove(&id);
+        let marked = self.local().stale.remove(&id);
         let rebuilt = self.rebuild_from_postgres(id, mode).await;
         let mut local = self.local();
         match &rebuilt {
+            Ok(Rebuilt::Busy) => {
+                local.mark(id, Rebuild::WhenQuiet);
+                local.busy_until.insert(id, Instant::now() + QUIET_RETRY);
+            }
             Ok(_) => {
                 local.rebuilt.insert(id, Instant::now());
+                local.busy_until.remove(&id);
             }
             Err(_) => {
-                local.stale.insert(id);
+                local.mark(id, mode);
+                if let Some(marked) = marked {
+                    local.mark(id, marked);
+                }
             }
         }
         rebuilt
@@ -722,18 +847,40 @@ impl Gate {
         &self,
         id: TicketTypeId,
         mode: Rebuild,
-    ) -> Result<bool, GateError> {
+    ) -> Result<Rebuilt, GateError> {
+        let stock = self.stock_key(id);
+        let inflight = self.inflight_key(id);
+        let timeout = self.settings.connect_timeout();
+        // Before the snapshot: which admissions it will have seen settled.
+        let mut seq = String::new();
+        let mut cutoff = 0;
+        if mode == Rebuild::WhenQuiet {
+            cutoff = unix_ms().saturating_sub(millis(self.settings.settle_within));
+            let (read, in_flight): (Option<String>, i64) = self
+                .redis(timeout, async |conn| {
+                    redis::pipe()
+                        .hget(&stock, "seq")
+                        .zcount(&inflight, format!("({cutoff}"), "+inf")
+                        .query_async(conn)
+                        .await
+                })
+                .await?;
+            if in_flight > 0 {
+                return Ok(Rebuilt::Busy);
+            }
+            seq = read.unwrap_or_else(|| "0".to_owned());
+        }
         super::postgres_round("gate_rebuild");
         let Some(row) = sqlx::query_file!("sql/sale/gate_rebuild.sql", id.get())
             .fetch_optional(&self.db)
             .await?
         else {
-            return Ok(false);
+            return Ok(Rebuilt::Unknown);
         };
-        let stock = self.stock_key(id);
         let mut invocation = self.rebuild.prepare_invoke();
         invocation
             .key(&stock)
+            .key(&inflight)
             .arg(Uuid::new_v4().to_string())
             .arg(row.remaining)
             .arg(row.max_per_buyer)
@@ -741,21 +888,26 @@ impl Gate {
             .arg(self.settings.record_ttl.as_secs().max(1))
             .arg(match mode {
                 Rebuild::IfMissing => "missing",
+                Rebuild::WhenQuiet => "quiet",
                 Rebuild::Always => "always",
-            });
+            })
+            .arg(seq)
+            .arg(cutoff);
         for (buyer, held) in row.buyer_keys.iter().zip(&row.held) {
             invocation.arg(format!("b:{buyer}")).arg(held);
         }
-        let timeout = self.settings.connect_timeout();
         let written: i64 = self
             .redis(timeout, async |conn| invocation.invoke_async(conn).await)
             .await?;
-        if written == 0 {
-            return Ok(true);
+        match written {
+            1 => {
+                metrics::counter!("stampede_gate_rebuilds_total").increment(1);
+                tracing::debug!(ticket_type_id = %id, remaining = row.remaining, "gate rebuilt");
+                Ok(Rebuilt::Done)
+            }
+            2 => Ok(Rebuilt::Busy),
+            _ => Ok(Rebuilt::Done),
         }
-        metrics::counter!("stampede_gate_rebuilds_total").increment(1);
-        tracing::debug!(ticket_type_id = %id, remaining = row.remaining, "gate rebuilt");
-        Ok(true)
     }
 
     /// One call on the shared connection, within `timeout` (connecting
@@ -823,7 +975,9 @@ impl Gate {
             metrics::gauge!("stampede_gate_up").set(1.0);
             let mut local = self.local();
             let seen: Vec<TicketTypeId> = local.seen.keys().copied().collect();
-            local.stale.extend(seen);
+            for id in seen {
+                local.mark(id, Rebuild::Always);
+            }
             drop(local);
             self.wake.notify_one();
         }
@@ -839,7 +993,7 @@ impl StockWatcher for Gate {
     fn returned(&self, ticket_type_id: TicketTypeId) {
         let mut local = self.local();
         if local.seen.contains_key(&ticket_type_id) {
-            local.stale.insert(ticket_type_id);
+            local.mark(ticket_type_id, Rebuild::WhenQuiet);
             drop(local);
             self.wake.notify_one();
         }
@@ -848,46 +1002,78 @@ impl StockWatcher for Gate {
     fn missed(&self) {
         let mut local = self.local();
         let seen: Vec<TicketTypeId> = local.seen.keys().copied().collect();
-        local.stale.extend(seen);
+        for id in seen {
+            local.mark(id, Rebuild::WhenQuiet);
+        }
         drop(local);
         self.wake.notify_one();
     }
 }
 
 /// Rebuild stale ticket types when woken, and every ticket type this
-/// instance sold lately every `reconcile_every`; ends with the gate.
+/// instance sold lately every `reconcile_every`; a quiet rebuild that found
+/// purchases in flight is retried every [`QUIET_RETRY`]. Ends with the gate.
 async fn reconcile(gate: Weak<Gate>, wake: Arc<Notify>) {
     let Some(every) = gate.upgrade().map(|g| g.settings.reconcile_every) else {
         return;
     };
     let mut next = tokio::time::Instant::now() + every;
+    let mut retry = None;
     loop {
         let periodic = tokio::select! {
             () = tokio::time::sleep_until(next) => true,
             () = wake.notified() => false,
+            () = tokio::time::sleep_until(retry.unwrap_or(next)), if retry.is_some() => false,
         };
         let Some(gate) = gate.upgrade() else { return };
-        let ids: Vec<TicketTypeId> = {
+        let ids: Vec<(TicketTypeId, Rebuild)> = {
             let mut local = gate.local();
             if local.down_until.is_some_and(|until| Instant::now() < until) {
                 Vec::new()
             } else if periodic {
                 local.seen.retain(|_, at| at.elapsed() < FORGET_AFTER);
-                local.seen.keys().copied().collect()
+                let seen: Vec<TicketTypeId> = local.seen.keys().copied().collect();
+                seen.into_iter()
+                    .map(|id| {
+                        let marked = local.stale.get(&id).copied();
+                        (
+                            id,
+                            marked.unwrap_or(Rebuild::WhenQuiet).max(Rebuild::WhenQuiet),
+                        )
+                    })
+                    .collect()
             } else {
-                local.stale.iter().copied().collect()
+                local.stale.iter().map(|(id, mode)| (*id, *mode)).collect()
             }
         };
         if periodic {
             next = tokio::time::Instant::now() + every;
         }
-        for id in ids {
-            if let Err(err) = gate.rebuild_once(id, Rebuild::Always).await {
-                gate.failed(&err);
-                break;
+        retry = None;
+        for (id, mode) in ids {
+            match gate.rebuild_once(id, mode).await {
+                Ok(Rebuilt::Busy) => retry = Some(tokio::time::Instant::now() + QUIET_RETRY),
+                Ok(_) => {}
+                Err(err) => {
+                    gate.failed(&err);
+                    break;
+                }
             }
         }
     }
+}
+
+/// Now, as the in-flight set scores admissions. Instances' clocks need to
+/// agree only to well within `settle_within`.
+fn unix_ms() -> u64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    millis(since_epoch)
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -355,7 +355,12 @@ impl Sales {
                 let sold = tokio::spawn(
                     async move {
                         let result = sales.sell(now, &request).await;
-                        if !matches!(result, Ok(Purchase::Created { .. })) {
+                        if matches!(result, Ok(Purchase::Created { .. })) {
+                            // Off the buyer's answer: no longer in flight.
+                            tokio::spawn(
+                                async move { gate.settle(&ticket).await }.in_current_span(),
+                            );
+                        } else {
                             gate.give_back(&ticket).await;
                         }
                         result
