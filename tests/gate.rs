@@ -103,6 +103,9 @@ async fn admissions_never_written_are_sold_again_after_a_reconcile(
     let (pool, fixture) = setup(connect, TicketSpec::new(3, 1, 1)).await;
     let tt = fixture.ticket_type_id();
     let sales = gated(&pool, &shared_redis(), Duration::from_millis(700));
+    // A listener that connects late marks the types seen for a rebuild,
+    // which would undo the lowered counter below before it is tried.
+    until_listening(&pool, 2).await;
     sales
         .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
         .await
@@ -908,6 +911,9 @@ async fn a_slow_redis_costs_a_purchase_its_timeout_and_only_a_run_of_them_trips_
         ..GateSettings::default()
     };
     let sales = gated_with(&pool, &own.url(), settings);
+    // A listener that connects late marks the types seen for a rebuild,
+    // which the slow purchase below would then make first.
+    until_listening(&pool, 2).await;
     let gate = sales.gate().unwrap();
     let mut buyers = Buyers {
         sales: &sales,
@@ -1670,4 +1676,83 @@ async fn a_lost_admission_holds_the_reconcile_back_only_for_a_while(
         .query_async(&mut conn)
         .await
         .unwrap();
+}
+
+/// While a purchase is in flight (an admission counted by hand, as in
+/// Redis), the rebuild of returned stock waits: it reads nothing from
+/// Postgres (the holdings are locked, so a read would wait, and show), and
+/// purchases meanwhile, at once or one after another, retry it at most
+/// once per 100 ms between them and the reconciler (counted in ZCOUNTs,
+/// the wait's own read), not once each.
+#[sqlx::test]
+async fn a_rebuild_that_waits_costs_postgres_nothing_and_is_retried_sparingly(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, tt, own, sales) = own_gate(
+        connect,
+        TicketSpec::new(100, 1, 1),
+        Duration::from_secs(3600),
+    )
+    .await;
+    until_listening(&pool, 2).await;
+    sales
+        .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    let admitted_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let _: i64 = own
+        .cmd(
+            redis::cmd("ZADD")
+                .arg(format!("{PREFIX}{{tt:{tt}}}:inflight"))
+                .arg(admitted_ms)
+                .arg(format!("{PREFIX}{{tt:{tt}}}:key:in-flight")),
+        )
+        .await
+        .unwrap();
+
+    let holdings = lock_table(&pool, "buyer_holdings").await;
+    sqlx::query("SELECT pg_notify('stampede_stock_returned', $1)")
+        .bind(tt.to_string())
+        .execute(&pool)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let readers = blocked(&pool, "").await;
+    holdings.rollback().await.unwrap();
+    assert_eq!(readers, Vec::<i32>::new(), "a rebuild read Postgres");
+
+    let before = calls(&own, &["zcount"]).await;
+    let started = std::time::Instant::now();
+    // Two waves of 20 at once, then 20 one after another.
+    for wave in 0..3 {
+        let requests: Vec<_> = (0..20)
+            .map(|i| request(tt, 1, &format!("run{wave}-{i}@example.org"), &fresh_key()))
+            .collect();
+        if wave < 2 {
+            let answers =
+                futures::future::join_all(requests.iter().map(|req| sales.purchase(now(), req)))
+                    .await;
+            for bought in answers {
+                assert!(matches!(bought, Ok(Purchase::Created { .. })), "{bought:?}");
+            }
+        } else {
+            for req in &requests {
+                let bought = sales.purchase(now(), req).await;
+                assert!(matches!(bought, Ok(Purchase::Created { .. })), "{bought:?}");
+            }
+        }
+    }
+    let windows = started.elapsed().as_millis() as i64 / 100 + 1;
+    let tries = calls(&own, &["zcount"]).await - before;
+    assert!(
+        tries <= 2 * windows + 1,
+        "{tries} tries in {windows} windows of 100 ms"
+    );
+    assert_eq!(sales.gate().unwrap().admitted(), 61);
+    assert_eq!(sold(&pool, tt).await, 61);
+    assert_invariants(&pool).await;
 }

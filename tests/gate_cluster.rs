@@ -10,7 +10,7 @@ mod common;
 use std::collections::{BTreeSet, HashMap};
 
 use common::{
-    TicketSpec, assert_invariants, pool, published_event,
+    TicketSpec, assert_invariants, now, pool, published_event,
     purchase::{fresh_key, request},
     races::{
         GateAt, Setup, assert_answers_match_orders, engine, one_buyer_raced, race, same_key_raced,
@@ -143,4 +143,45 @@ async fn a_burst_over_ticket_types_on_every_master(_: PgPoolOptions, connect: Pg
     assert!(keys.iter().all(|&n| n > 0), "keys per master: {keys:?}");
     // Created answers: one per order (the twins' others replay).
     assert!(created <= 8 * types.len(), "{created} created");
+}
+
+/// Stock returned behind a gate on a cluster: the rebuild that waits for
+/// quiet (its two reads, its script, and the settle after each commit) runs
+/// on the ticket type's master, and the ticket is sold again through the
+/// gate, not around it.
+#[sqlx::test]
+async fn returned_stock_is_sold_again_through_a_gate_on_a_cluster(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let cluster = RedisCluster::start().await;
+    let pool = pool(connect, 8).await;
+    let fixture = published_event(&pool, &[TicketSpec::new(1, 1, 1)]).await;
+    let tt = fixture.ticket_type_id();
+    let sales = engine(&pool, &on(&cluster, Strategy::Batch));
+    sales
+        .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    sqlx::query("UPDATE ticket_types SET capacity = 2, remaining = 1 WHERE id = $1")
+        .bind(tt)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut answer = Err(AppError::Overloaded);
+    for i in 0..100 {
+        let later = request(tt, 1, &format!("later{i}@example.org"), &fresh_key());
+        answer = sales.purchase(now(), &later).await;
+        if answer.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        matches!(answer, Ok(Purchase::Created { .. })),
+        "the returned ticket stayed unsold: {answer:?}"
+    );
+    assert_eq!(sales.gate().unwrap().admitted(), 2);
+    assert_eq!(sold(&pool, tt).await, 2);
+    assert_invariants(&pool).await;
 }

@@ -391,8 +391,8 @@ struct Local {
     /// To rebuild, and how: [`Rebuild::Always`] before the next admission,
     /// [`Rebuild::WhenQuiet`] as soon as no purchase is in flight.
     stale: HashMap<TicketTypeId, Rebuild>,
-    /// A quiet rebuild found the type busy: purchases do not try again
-    /// before then (the reconciler does).
+    /// A purchase tried a quiet rebuild of the type: other purchases do
+    /// not try again before then (the reconciler does, at its own pace).
     busy_until: HashMap<TicketTypeId, Instant>,
     /// When each was last rebuilt by this instance.
     rebuilt: HashMap<TicketTypeId, Instant>,
@@ -825,13 +825,9 @@ impl Gate {
         let rebuilt = self.rebuild_from_postgres(id, mode).await;
         let mut local = self.local();
         match &rebuilt {
-            Ok(Rebuilt::Busy) => {
-                local.mark(id, Rebuild::WhenQuiet);
-                local.busy_until.insert(id, Instant::now() + QUIET_RETRY);
-            }
+            Ok(Rebuilt::Busy) => local.mark(id, Rebuild::WhenQuiet),
             Ok(_) => {
                 local.rebuilt.insert(id, Instant::now());
-                local.busy_until.remove(&id);
             }
             Err(_) => {
                 local.mark(id, mode);
@@ -856,11 +852,24 @@ impl Gate {
         let mut cutoff = 0;
         if mode == Rebuild::WhenQuiet {
             cutoff = unix_ms().saturating_sub(millis(self.settings.settle_within));
-            let (read, in_flight): (Option<String>, i64) = self
+            // `seq` first: an admission between the two reads then shows
+            // as a changed `seq` when the script writes.
+            let read: Option<String> = self
                 .redis(timeout, async |conn| {
-                    redis::pipe()
-                        .hget(&stock, "seq")
-                        .zcount(&inflight, format!("({cutoff}"), "+inf")
+                    redis::cmd("HGET")
+                        .arg(&stock)
+                        .arg("seq")
+                        .query_async(conn)
+                        .await
+                })
+                .await?;
+            let in_flight: i64 = self
+                .redis(timeout, async |conn| {
+                    let fresh = format!("({cutoff}");
+                    redis::cmd("ZCOUNT")
+                        .arg(&inflight)
+                        .arg(fresh)
+                        .arg("+inf")
                         .query_async(conn)
                         .await
                 })
