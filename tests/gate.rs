@@ -1756,3 +1756,109 @@ async fn a_rebuild_that_waits_costs_postgres_nothing_and_is_retried_sparingly(
     assert_eq!(sold(&pool, tt).await, 61);
     assert_invariants(&pool).await;
 }
+
+/// The race the rebuild's script closes: a rebuild found nothing in flight
+/// and took its snapshot (held here on the locked holdings), and a purchase
+/// was admitted before it wrote. Its snapshot may miss that purchase, so
+/// the script must not write; the rebuild is retried once the purchase has
+/// settled. Redis was lowered by two lost admissions first, so only a
+/// rebuild that did write, from a snapshot after the purchase, brings
+/// Redis back to what Postgres has.
+#[sqlx::test]
+async fn an_admission_during_the_snapshot_makes_the_rebuild_wait(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let (pool, fixture) = setup(connect, TicketSpec::new(10, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let sales = naive_gated(&pool, Duration::from_secs(3600), Duration::from_secs(30));
+    until_listening(&pool, 2).await;
+    sales
+        .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
+        .await
+        .unwrap();
+    let client = redis::Client::open(shared_redis()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let stock = format!("{PREFIX}{{tt:{tt}}}:stock");
+    // Settled: the first purchase's ZREM runs off its answer.
+    for _ in 0..100 {
+        let in_flight: i64 = redis::cmd("ZCARD")
+            .arg(format!("{PREFIX}{{tt:{tt}}}:inflight"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if in_flight == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _: i64 = redis::cmd("HINCRBY")
+        .arg(&stock)
+        .arg("left")
+        .arg(-2)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let holdings = lock_table(&pool, "buyer_holdings").await;
+    sqlx::query("SELECT pg_notify('stampede_stock_returned', $1)")
+        .bind(tt.to_string())
+        .execute(&pool)
+        .await
+        .unwrap();
+    // The rebuild's snapshot waits on the lock...
+    let snapshot = tokio::time::timeout(
+        Duration::from_secs(10),
+        wait_until_blocked(&pool, "SELECT t.remaining", 1),
+    )
+    .await;
+    // ...and a purchase is admitted meanwhile (its insert waits too). A
+    // purchase that finds the type marked tries the rebuild itself first
+    // and waits for the one under way; after it, for 100 ms, the others
+    // go straight to the gate: buyers come until one is admitted.
+    let mut buyers = Vec::new();
+    let admitted = tokio::time::timeout(Duration::from_secs(10), async {
+        while sales.gate().unwrap().admitted() < 2 {
+            let sales = sales.clone();
+            let email = format!("during{}@example.org", buyers.len());
+            let req = request(tt, 1, &email, &fresh_key());
+            buyers.push(tokio::spawn(
+                async move { sales.purchase(now(), &req).await },
+            ));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    holdings.rollback().await.unwrap();
+    snapshot.expect("no rebuild read the holdings");
+    admitted.expect("no purchase during the snapshot was admitted");
+    let during = buyers.len() as i64;
+    for buyer in buyers {
+        let bought = buyer.await.unwrap();
+        assert!(matches!(bought, Ok(Purchase::Created { .. })), "{bought:?}");
+    }
+
+    let remaining = common::remaining(&pool, tt).await;
+    assert_eq!(i64::from(remaining), 9 - during);
+    let mut left = String::new();
+    for _ in 0..100 {
+        left = stock_hash(&mut conn, tt).await["left"].clone();
+        if left == remaining.to_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        left,
+        remaining.to_string(),
+        "the rebuild that wrote nothing was never retried"
+    );
+    assert_eq!(sold(&pool, tt).await, 1 + during);
+    assert_invariants(&pool).await;
+    let _: i64 = redis::cmd("DEL")
+        .arg(&stock)
+        .arg(format!("{PREFIX}{{tt:{tt}}}:inflight"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
