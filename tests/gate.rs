@@ -1512,6 +1512,25 @@ async fn while_the_gate_stands_aside_the_reconcile_rebuilds_nothing(
     assert_invariants(&pool).await;
 }
 
+/// A ticket type's gate keys (its stock hash and in-flight set) deleted
+/// from the shared Redis.
+async fn forget_type(conn: &mut redis::aio::MultiplexedConnection, tt: Uuid) {
+    let _: i64 = redis::cmd("DEL")
+        .arg(format!("{PREFIX}{{tt:{tt}}}:stock"))
+        .arg(format!("{PREFIX}{{tt:{tt}}}:inflight"))
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+/// Now, as the gate scores admissions in flight.
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
 /// The engine, one transaction per purchase (each waits in Postgres
 /// visibly), behind the shared Redis with a reconcile every `reconcile_every`.
 fn naive_gated(pool: &PgPool, reconcile_every: Duration, settle_within: Duration) -> Sales {
@@ -1598,12 +1617,7 @@ async fn a_rebuild_waits_for_the_purchases_in_flight(_: PgPoolOptions, connect: 
     assert_eq!(after["left"], "0", "{after:?}");
     assert_eq!(sold(&pool, tt).await, 4);
     assert_invariants(&pool).await;
-    let _: i64 = redis::cmd("DEL")
-        .arg(format!("{PREFIX}{{tt:{tt}}}:stock"))
-        .arg(format!("{PREFIX}{{tt:{tt}}}:inflight"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    forget_type(&mut conn, tt).await;
 }
 
 /// An admission that Redis counted but that will never be settled (its
@@ -1626,10 +1640,7 @@ async fn a_lost_admission_holds_the_reconcile_back_only_for_a_while(
         .unwrap();
     let client = redis::Client::open(shared_redis()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let admitted_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let admitted_ms = unix_ms();
     let lost_at = std::time::Instant::now();
     let _: () = redis::pipe()
         .hincr(format!("{PREFIX}{{tt:{tt}}}:stock"), "left", -1)
@@ -1670,12 +1681,7 @@ async fn a_lost_admission_holds_the_reconcile_back_only_for_a_while(
     );
     assert_eq!(sold(&pool, tt).await, 2);
     assert_invariants(&pool).await;
-    let _: i64 = redis::cmd("DEL")
-        .arg(format!("{PREFIX}{{tt:{tt}}}:stock"))
-        .arg(format!("{PREFIX}{{tt:{tt}}}:inflight"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    forget_type(&mut conn, tt).await;
 }
 
 /// While a purchase is in flight (an admission counted by hand, as in
@@ -1700,10 +1706,7 @@ async fn a_rebuild_that_waits_costs_postgres_nothing_and_is_retried_sparingly(
         .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
         .await
         .unwrap();
-    let admitted_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let admitted_ms = unix_ms();
     let _: i64 = own
         .cmd(
             redis::cmd("ZADD")
@@ -1855,10 +1858,5 @@ async fn an_admission_during_the_snapshot_makes_the_rebuild_wait(
     );
     assert_eq!(sold(&pool, tt).await, 1 + during);
     assert_invariants(&pool).await;
-    let _: i64 = redis::cmd("DEL")
-        .arg(&stock)
-        .arg(format!("{PREFIX}{{tt:{tt}}}:inflight"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    forget_type(&mut conn, tt).await;
 }
