@@ -331,6 +331,50 @@ pub struct ServeArgs {
     )]
     pub waiting_room_key: Option<String>,
 
+    /// The key held orders' confirmation links are derived with (at least
+    /// 32 characters). Every instance of one deployment must share it:
+    /// unset, each process draws its own at start (with a warning), and a
+    /// link mailed by one instance is refused by the others.
+    #[arg(
+        long,
+        env = "STAMPEDE_CONFIRM_KEY",
+        hide_env_values = true,
+        global = true
+    )]
+    pub confirm_key: Option<String>,
+
+    /// The SMTP server that mails confirmation links of held orders:
+    /// `smtp://host:port` (plain; add `?tls=required` for STARTTLS),
+    /// `smtps://host` (TLS),
+    /// with `user:password@` if it needs a log-in. Unset, the links are
+    /// logged instead (for development).
+    #[arg(long, env = "STAMPEDE_SMTP_URL", hide_env_values = true, global = true)]
+    pub smtp_url: Option<String>,
+
+    /// The sender of the mails.
+    #[arg(
+        long,
+        env = "STAMPEDE_MAIL_FROM",
+        default_value = "Stampede <tickets@localhost>",
+        global = true
+    )]
+    pub mail_from: String,
+
+    /// The address buyers reach the site at; links in mails start with it.
+    /// Default: http:// and the listen address.
+    #[arg(long, env = "STAMPEDE_PUBLIC_URL", global = true)]
+    pub public_url: Option<String>,
+
+    /// How often each instance looks for expired holds, in milliseconds.
+    #[arg(
+        long,
+        env = "STAMPEDE_HOLD_SWEEP_MS",
+        default_value_t = 2000,
+        value_parser = clap::value_parser!(u64).range(50..=60_000),
+        global = true
+    )]
+    pub hold_sweep_ms: u64,
+
     /// Waiting-room entries one client address (IPv6: one /64) may hold per
     /// event; beyond, 429.
     #[arg(

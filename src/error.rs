@@ -49,6 +49,13 @@ pub enum AppError {
     AlreadyCancelled,
     #[error("The event has started; its orders can no longer be cancelled.")]
     EventStarted,
+    // Held orders (src/sale/holds.rs).
+    #[error(
+        "This order's hold has expired: its tickets went back on sale. You can try to buy them again."
+    )]
+    HoldExpired,
+    #[error("This order is not waiting for a confirmation.")]
+    NotHeld,
     #[error(
         "{sold} tickets of this type are sold (or were, and were cancelled); a ticket type can be deleted only while none is."
     )]
@@ -109,10 +116,12 @@ impl AppError {
             | Self::NonceReused
             | Self::AlreadyCancelled
             | Self::EventStarted
+            | Self::NotHeld
             | Self::TicketTypeSold { .. }
             | Self::LastTicketType
             | Self::EventCancelled => StatusCode::CONFLICT,
             Self::SaleNotOpen { .. } | Self::SaleClosed(_) => StatusCode::FORBIDDEN,
+            Self::HoldExpired => StatusCode::GONE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
@@ -146,6 +155,8 @@ impl AppError {
             Self::NonceReused => "nonce_conflict",
             Self::AlreadyCancelled => "already_cancelled",
             Self::EventStarted => "event_started",
+            Self::HoldExpired => "hold_expired",
+            Self::NotHeld => "not_held",
             Self::TicketTypeSold { .. } => "ticket_type_sold",
             Self::LastTicketType => "last_ticket_type",
             Self::EventCancelled => "event_cancelled",

@@ -21,6 +21,7 @@ pub mod config;
 pub mod db;
 pub mod domain;
 pub mod error;
+pub mod mail;
 pub mod outbox;
 pub mod sale;
 pub mod server;

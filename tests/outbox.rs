@@ -152,6 +152,9 @@ fn assert_no_secrets(received: &BTreeMap<Uuid, Message>) {
         "currency",
         "created_at",
         "cancelled_at",
+        // Held orders (issue 13): when the hold ends, when it was confirmed.
+        "hold_expires_at",
+        "confirmed_at",
         "reason",
         "remaining",
         "capacity",

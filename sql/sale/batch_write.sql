@@ -1,11 +1,18 @@
 WITH new_orders AS (
-    INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor,
-                        currency, cancel_secret_hash, buyer_key, queue_entry_id)
-    SELECT $1, r.email, r.quantity, r.idempotency_key, $5, $6, r.hash, r.buyer_key, r.queue_entry_id
-    FROM unnest($2::text[], $3::int4[], $4::text[], $10::bytea[], $11::text[], $14::uuid[])
-         AS r (email, quantity, idempotency_key, hash, buyer_key, queue_entry_id)
+    -- With a hold ($17 seconds), ids and token hashes come from the app (the
+    -- token is derived from the id); without, both arrays are empty.
+    INSERT INTO orders (id, ticket_type_id, email, quantity, idempotency_key, unit_price_minor,
+                        currency, cancel_secret_hash, buyer_key, queue_entry_id,
+                        status, hold_expires_at, confirm_token_hash)
+    SELECT coalesce(r.id, gen_random_uuid()), $1, r.email, r.quantity, r.idempotency_key, $5, $6,
+           r.hash, r.buyer_key, r.queue_entry_id,
+           CASE WHEN $17::int4 IS NULL THEN 'confirmed' ELSE 'held' END,
+           $9::timestamptz + make_interval(secs => $17::int4), r.token_hash
+    FROM unnest($2::text[], $3::int4[], $4::text[], $10::bytea[], $11::text[], $14::uuid[],
+                $15::uuid[], $16::bytea[])
+         AS r (email, quantity, idempotency_key, hash, buyer_key, queue_entry_id, id, token_hash)
     ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
-    RETURNING id, email, quantity, idempotency_key, status, created_at, buyer_key
+    RETURNING id, email, quantity, idempotency_key, status, created_at, buyer_key, hold_expires_at
 ), held AS (
     INSERT INTO buyer_holdings (ticket_type_id, buyer_key, quantity)
     SELECT $1, n.buyer_key, sum(n.quantity)::int4 FROM new_orders n
@@ -25,14 +32,15 @@ WITH new_orders AS (
     RETURNING 1
 ), seats AS (
     INSERT INTO tickets (order_id, position)
-    SELECT n.id, generate_series(1, n.quantity) FROM new_orders n
+    -- A held order gets its tickets when it is confirmed.
+    SELECT n.id, generate_series(1, n.quantity) FROM new_orders n WHERE n.status = 'confirmed'
 ), outboxed AS (
     INSERT INTO outbox (kind, event_id, order_id, ticket_type_id, sequence, payload)
     SELECT 'order.created', $12, n.id, $1, 1,
            jsonb_build_object('order_id', n.id, 'event_id', $12::uuid, 'ticket_type_id', $1::uuid,
                               'email', n.email, 'quantity', n.quantity, 'status', n.status,
                               'unit_price_minor', $5::int8, 'currency', $6::text,
-                              'created_at', n.created_at)
+                              'created_at', n.created_at, 'hold_expires_at', n.hold_expires_at)
     FROM new_orders n
 ), stock AS (
     UPDATE ticket_types t
@@ -46,7 +54,7 @@ WITH new_orders AS (
 )
 SELECT n.id AS "id!", n.email AS "email!", n.quantity AS "quantity!",
        n.idempotency_key AS "idempotency_key!", n.status AS "status!: OrderStatus",
-       n.created_at AS "created_at!",
+       n.created_at AS "created_at!", n.hold_expires_at,
        (SELECT count(*) FROM held) AS "held!",
        (SELECT count(*) FROM held_in_event) AS "held_in_event!",
        (SELECT remaining FROM stock) AS "remaining?"

@@ -1,9 +1,17 @@
 WITH new_order AS (
-    INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency,
-                        cancel_secret_hash, buyer_key, queue_entry_id)
-    SELECT t.id, $2, $3, $4, t.price_minor, t.currency, $5, $6, $7 FROM ticket_types t WHERE t.id = $1
+    -- The id and the token hash come from the app (the confirmation token is
+    -- derived from the id); the hash is kept only if the event holds orders.
+    INSERT INTO orders (id, ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency,
+                        cancel_secret_hash, buyer_key, queue_entry_id,
+                        status, hold_expires_at, confirm_token_hash)
+    SELECT $8, t.id, $2, $3, $4, t.price_minor, t.currency, $5, $6, $7,
+           CASE WHEN e.hold_seconds IS NULL THEN 'confirmed' ELSE 'held' END,
+           $10::timestamptz + make_interval(secs => e.hold_seconds),
+           CASE WHEN e.hold_seconds IS NULL THEN NULL ELSE $9::bytea END
+    FROM ticket_types t JOIN events e ON e.id = t.event_id WHERE t.id = $1
     ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
-    RETURNING id, ticket_type_id, email, quantity, status, unit_price_minor, currency, created_at
+    RETURNING id, ticket_type_id, email, quantity, status, unit_price_minor, currency, created_at,
+              hold_expires_at
 ), outboxed AS (
     INSERT INTO outbox (kind, event_id, order_id, ticket_type_id, sequence, payload)
     SELECT 'order.created', t.event_id, n.id, n.ticket_type_id, 1,
@@ -11,9 +19,9 @@ WITH new_order AS (
                               'ticket_type_id', n.ticket_type_id, 'email', n.email,
                               'quantity', n.quantity, 'status', n.status,
                               'unit_price_minor', n.unit_price_minor, 'currency', n.currency,
-                              'created_at', n.created_at)
+                              'created_at', n.created_at, 'hold_expires_at', n.hold_expires_at)
     FROM new_order n JOIN ticket_types t ON t.id = n.ticket_type_id
 )
 SELECT id, ticket_type_id, email, quantity, status AS "status: OrderStatus",
-       unit_price_minor, currency, created_at
+       unit_price_minor, currency, created_at, hold_expires_at
 FROM new_order

@@ -25,6 +25,9 @@ pub struct Event {
     pub status: EventStatus,
     /// Per buyer across the ticket types, if the organizer set a limit.
     pub max_per_buyer: Option<i32>,
+    /// Orders are held this long for the buyer's confirmation by mail;
+    /// `None`: confirmed at once.
+    pub hold_seconds: Option<i32>,
 }
 
 impl Event {
@@ -55,6 +58,9 @@ pub struct TicketType {
     pub max_per_buyer: i32,
     /// Sales stopped for good (the event was cancelled).
     pub sales_halted: bool,
+    /// Tickets in held orders, waiting for their buyers' confirmation:
+    /// taken from `remaining`, but they may come back.
+    pub held: i64,
 }
 
 /// An event with its ticket types, in their order.
@@ -75,6 +81,11 @@ impl EventDetail {
             .iter()
             .map(|t| i64::from(t.capacity))
             .sum()
+    }
+
+    /// Tickets of every type in held orders (they may come back).
+    pub fn held(&self) -> i64 {
+        self.ticket_types.iter().map(|t| t.held).sum()
     }
 
     /// Tickets of every type still on sale.
@@ -197,6 +208,7 @@ async fn save(
         new.window.closes_at,
         new.window.status.as_str(),
         new.max_per_buyer,
+        new.hold_seconds,
     )
     .fetch_optional(tx)
     .await?;
@@ -443,7 +455,7 @@ async fn find_where(
     let event = sqlx::query_as!(
         Event,
         r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
-                  status AS "status: EventStatus", max_per_buyer
+                  status AS "status: EventStatus", max_per_buyer, hold_seconds
            FROM events WHERE id = $1 AND ($2::uuid IS NULL OR organizer_id = $2)"#,
         event_id.get(),
         owner.map(OrganizerId::get),
@@ -474,7 +486,7 @@ pub async fn list_published_page(
     let mut events = sqlx::query_as!(
         Event,
         r#"SELECT id, title, '' AS "description!", venue, starts_at, sale_opens_at, sale_closes_at,
-                  status AS "status: EventStatus", max_per_buyer
+                  status AS "status: EventStatus", max_per_buyer, hold_seconds
            FROM events
            WHERE status = 'published' AND starts_at > $1
              AND (starts_at, id) > (COALESCE($2, '-infinity'::timestamptz),
@@ -519,7 +531,7 @@ pub async fn list_for_organizer_page(
     let mut events = sqlx::query_as!(
         Event,
         r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
-                  status AS "status: EventStatus", max_per_buyer
+                  status AS "status: EventStatus", max_per_buyer, hold_seconds
            FROM events
            WHERE organizer_id = $1
              AND (starts_at, id) > (COALESCE($2, '-infinity'::timestamptz),
@@ -553,7 +565,7 @@ async fn list(
     let events = sqlx::query_as!(
         Event,
         r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
-                  status AS "status: EventStatus", max_per_buyer
+                  status AS "status: EventStatus", max_per_buyer, hold_seconds
            FROM events
            WHERE CASE WHEN $1::uuid IS NULL THEN status = 'published' AND starts_at > $2
                       ELSE organizer_id = $1 END
@@ -571,9 +583,11 @@ async fn with_ticket_types(db: &PgPool, events: Vec<Event>) -> Result<Vec<EventD
     let ids: Vec<_> = events.iter().map(|e| e.id.get()).collect();
     let ticket_types = sqlx::query_as!(
         TicketType,
-        "SELECT id, event_id, name, price_minor, currency, capacity, remaining, max_per_order,
-                max_per_buyer, sales_halted
-         FROM ticket_types WHERE event_id = ANY($1) ORDER BY position, created_at",
+        r#"SELECT t.id, t.event_id, t.name, t.price_minor, t.currency, t.capacity, t.remaining,
+                  t.max_per_order, t.max_per_buyer, t.sales_halted,
+                  (SELECT coalesce(sum(o.quantity), 0) FROM orders o
+                   WHERE o.ticket_type_id = t.id AND o.status = 'held') AS "held!"
+           FROM ticket_types t WHERE t.event_id = ANY($1) ORDER BY t.position, t.created_at"#,
         &ids,
     )
     .fetch_all(db)

@@ -18,6 +18,8 @@ pub enum Consumer {
     Amqp,
     /// The webhook fan-out.
     Webhooks,
+    /// The mailer (confirmation links of held orders).
+    Mail,
 }
 
 impl Consumer {
@@ -25,6 +27,7 @@ impl Consumer {
         match self {
             Self::Amqp => "amqp",
             Self::Webhooks => "webhooks",
+            Self::Mail => "mail",
         }
     }
 }

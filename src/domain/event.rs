@@ -11,6 +11,18 @@ use super::{
 pub const MAX_TICKET_TYPES: usize = 20;
 pub const MAX_CAPACITY: i64 = 1_000_000;
 pub const MAX_PER_BUYER: i64 = 10_000;
+/// The longest hold an organizer can choose (the suggested one is 10).
+pub const MAX_HOLD_MINUTES: i64 = 120;
+/// What the organizer form suggests for a held sale.
+pub const DEFAULT_HOLD_MINUTES: i64 = 10;
+
+/// A stored hold as the form's and the API's minutes (rounded up), blank
+/// for none.
+pub fn hold_minutes_text(hold_seconds: Option<i32>) -> String {
+    hold_seconds
+        .map(|s| (i64::from(s) + 59).div_euclid(60).to_string())
+        .unwrap_or_default()
+}
 const DEFAULT_MAX_PER_ORDER: i64 = 10;
 
 /// An event as typed by an organizer (form) or sent by a script (API):
@@ -26,6 +38,9 @@ pub struct EventInput {
     pub status: String,
     /// The event's limit per buyer across its ticket types; blank for none.
     pub max_per_buyer: String,
+    /// Minutes an order is held for its buyer to confirm by mail; blank:
+    /// orders are confirmed at once.
+    pub hold_minutes: String,
     pub ticket_types: Vec<TicketTypeInput>,
 }
 
@@ -63,6 +78,9 @@ pub struct NewEvent {
     pub window: SaleWindow,
     /// At most this many tickets per buyer across the ticket types.
     pub max_per_buyer: Option<i32>,
+    /// Orders held this long for the buyer's mailbox confirmation; `None`:
+    /// confirmed at once.
+    pub hold_seconds: Option<i32>,
     pub ticket_types: Vec<NewTicketType>,
 }
 
@@ -111,6 +129,10 @@ impl EventInput {
         let max_per_buyer = match self.max_per_buyer.trim() {
             "" => None,
             raw => Some(whole(raw, 1, MAX_PER_BUYER).for_field("max_per_buyer")? as i32),
+        };
+        let hold_seconds = match self.hold_minutes.trim() {
+            "" => None,
+            raw => Some(whole(raw, 1, MAX_HOLD_MINUTES).for_field("hold_minutes")? as i32 * 60),
         };
         let status = match self.status.trim() {
             "" | "draft" => EventStatus::Draft,
@@ -167,6 +189,7 @@ impl EventInput {
                 starts_at,
             },
             max_per_buyer,
+            hold_seconds,
             ticket_types,
         })
     }
@@ -425,6 +448,20 @@ mod tests {
         );
         assert_eq!(event.starts_at, event.window.starts_at);
         assert_eq!(valid().parse().unwrap().window.closes_at, None);
+    }
+
+    #[test]
+    fn a_hold_is_blank_or_whole_minutes_within_two_hours() {
+        assert_eq!(valid().parse().unwrap().hold_seconds, None);
+        let mut input = valid();
+        for (raw, seconds) in [("10", 600), (" 1 ", 60), ("120", 7200)] {
+            input.hold_minutes = raw.into();
+            assert_eq!(input.parse().unwrap().hold_seconds, Some(seconds), "{raw}");
+        }
+        for raw in ["0", "-5", "121", "1.5", "ten", "99999999999"] {
+            input.hold_minutes = raw.into();
+            assert_eq!(field_of(&input), "hold_minutes", "{raw}");
+        }
     }
 
     #[test]

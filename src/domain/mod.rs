@@ -5,6 +5,7 @@
 
 mod buyer_key;
 mod checkin;
+mod confirm;
 mod email;
 mod event;
 mod format;
@@ -26,9 +27,11 @@ pub use checkin::{
     CHECK_INS_PER_PAGE, CheckInCursor, CheckInResult, DoorName, DoorSecret, DoorWindow,
     MAX_CHECK_INS_PER_PAGE, MIN_PREFIX_CHARS, ScanNonce, TicketCode, page_limit,
 };
+pub use confirm::{ConfirmKey, ConfirmToken, MIN_CONFIRM_KEY_CHARS};
 pub use email::Email;
 pub use event::{
-    EventInput, MAX_TICKET_TYPES, NewEvent, NewTicketType, TicketTypeInput, parse_datetime,
+    DEFAULT_HOLD_MINUTES, EventInput, MAX_HOLD_MINUTES, MAX_TICKET_TYPES, NewEvent, NewTicketType,
+    TicketTypeInput, hold_minutes_text, parse_datetime,
 };
 pub use format::{decimal_price, format_price, format_time};
 pub use idempotency::{CancelSecret, IdempotencyKey, MAX_KEY_CHARS, MIN_KEY_CHARS};

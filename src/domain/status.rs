@@ -33,23 +33,38 @@ impl EventStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OrderStatus {
+    /// Taken from stock, waiting for the buyer to confirm from their
+    /// mailbox before its expiry; no tickets yet.
+    Held,
     Confirmed,
     Cancelled,
+    /// A hold not confirmed in time: its stock went back on sale.
+    Expired,
 }
 
 impl OrderStatus {
+    /// Whether the order holds its stock and counts toward the buyer's
+    /// limits: held or confirmed.
+    pub fn is_live(self) -> bool {
+        matches!(self, Self::Held | Self::Confirmed)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Held => "held",
             Self::Confirmed => "confirmed",
             Self::Cancelled => "cancelled",
+            Self::Expired => "expired",
         }
     }
 
     /// The status a stored text names, if it names one.
     pub fn from_db(s: &str) -> Option<Self> {
         match s {
+            "held" => Some(Self::Held),
             "confirmed" => Some(Self::Confirmed),
             "cancelled" => Some(Self::Cancelled),
+            "expired" => Some(Self::Expired),
             _ => None,
         }
     }
@@ -83,12 +98,19 @@ mod tests {
         }
         assert_eq!(EventStatus::Published.as_str(), "published");
         assert_eq!(EventStatus::from_db("live"), None);
-        for status in [OrderStatus::Confirmed, OrderStatus::Cancelled] {
+        for status in [
+            OrderStatus::Held,
+            OrderStatus::Confirmed,
+            OrderStatus::Cancelled,
+            OrderStatus::Expired,
+        ] {
             assert_eq!(OrderStatus::from_db(status.as_str()), Some(status));
             assert_eq!(status.to_string(), status.as_str());
         }
         assert_eq!(OrderStatus::Confirmed.as_str(), "confirmed");
         assert_eq!(OrderStatus::Cancelled.as_str(), "cancelled");
+        assert_eq!(OrderStatus::Held.as_str(), "held");
+        assert_eq!(OrderStatus::Expired.as_str(), "expired");
         assert_eq!(OrderStatus::from_db("refunded"), None);
     }
 }

@@ -11,10 +11,12 @@ use url::{Host, Url};
 
 use super::{InvalidField, Lines, refuse_control};
 
-/// The outbox's message types (migrations/0008_outbox.sql), the ones an
-/// endpoint can ask for.
-pub const WEBHOOK_EVENT_TYPES: [&str; 5] = [
+/// The outbox's message types (migrations/0008_outbox.sql, 0016_holds.sql),
+/// the ones an endpoint can ask for.
+pub const WEBHOOK_EVENT_TYPES: [&str; 7] = [
     "order.created",
+    "order.confirmed",
+    "order.expired",
     "order.cancelled",
     "event.cancelled",
     "ticket_type.sold_out",

@@ -40,8 +40,8 @@ use super::{
 };
 use crate::{
     domain::{
-        BuyerKey, BuyerLimits, CancelSecret, EventStatus, OrderId, OrderStatus, SaleState,
-        SaleWindow, TicketTypeId,
+        BuyerKey, BuyerLimits, CancelSecret, ConfirmKey, EventStatus, OrderId, OrderStatus,
+        SaleState, SaleWindow, TicketTypeId,
     },
     error::AppError,
 };
@@ -98,15 +98,22 @@ pub(super) struct Batcher {
     db: PgPool,
     settings: EngineSettings,
     sold_out: Arc<SoldOut>,
+    confirm_key: ConfirmKey,
     queues: Mutex<HashMap<TicketTypeId, mpsc::Sender<Job>>>,
 }
 
 impl Batcher {
-    pub fn new(db: PgPool, settings: EngineSettings, sold_out: Arc<SoldOut>) -> Self {
+    pub fn new(
+        db: PgPool,
+        settings: EngineSettings,
+        sold_out: Arc<SoldOut>,
+        confirm_key: ConfirmKey,
+    ) -> Self {
         Self {
             db,
             settings,
             sold_out,
+            confirm_key,
             queues: Mutex::new(HashMap::new()),
         }
     }
@@ -230,7 +237,15 @@ impl Batcher {
             sold = tracing::field::Empty,
         );
         async {
-            let answers = match sell_batch(&self.db, ticket_type_id, &jobs, deadline).await {
+            let answers = match sell_batch(
+                &self.db,
+                &self.confirm_key,
+                ticket_type_id,
+                &jobs,
+                deadline,
+            )
+            .await
+            {
                 Ok(sold) => {
                     tracing::Span::current().record("sold", sold.sold);
                     if sold.remaining == Some(0) {
@@ -293,7 +308,14 @@ impl Batcher {
         if job.deadline <= Instant::now() {
             return Err(AppError::Overloaded);
         }
-        let result = single::purchase(&self.db, job.now, &job.request, Locking::RowLockFirst).await;
+        let result = single::purchase(
+            &self.db,
+            &self.confirm_key,
+            job.now,
+            &job.request,
+            Locking::RowLockFirst,
+        )
+        .await;
         if matches!(result, Err(AppError::SoldOut)) {
             self.sold_out.set(job.request.ticket_type_id);
         }
@@ -338,6 +360,7 @@ fn past_deadline(err: &AppError) -> bool {
 
 async fn sell_batch(
     db: &PgPool,
+    confirm_key: &ConfirmKey,
     ticket_type_id: TicketTypeId,
     jobs: &[Job],
     deadline: Instant,
@@ -406,7 +429,8 @@ async fn sell_batch(
         tx.rollback().await?;
         Written::default()
     } else {
-        let written = write(&mut tx, ticket_type_id, &locked, limits, &selling).await?;
+        let hold = event.hold_seconds.map(|seconds| (seconds, confirm_key));
+        let written = write(&mut tx, ticket_type_id, &locked, limits, hold, &selling).await?;
         tx.commit().await?;
         written
     };
@@ -575,6 +599,7 @@ async fn existing_orders(
                     unit_price_minor: row.unit_price_minor,
                     currency: row.currency,
                     created_at: row.created_at,
+                    hold_expires_at: row.hold_expires_at,
                 },
             )
         })
@@ -628,14 +653,27 @@ struct Written {
 /// if the stock `UPDATE` or a holdings upsert refuses, the batch is wrong
 /// and rolls back (the caller then sells each request alone). Holdings rows
 /// are written in buyer key order, so that two batches of one event (two
-/// ticket types) take their locks in the same order.
+/// ticket types) take their locks in the same order. With `hold` (the
+/// event's hold in seconds), the orders are held: their ids and token
+/// hashes are made here.
 async fn write(
     tx: &mut Transaction<'_, Postgres>,
     ticket_type_id: TicketTypeId,
     locked: &Locked,
     limits: BuyerLimits,
+    hold: Option<(i32, &ConfirmKey)>,
     selling: &[(&Job, &BuyerKey)],
 ) -> Result<Written, AppError> {
+    let (ids, token_hashes): (Vec<uuid::Uuid>, Vec<Vec<u8>>) = match hold {
+        Some((_, key)) => selling
+            .iter()
+            .map(|_| {
+                let id = uuid::Uuid::new_v4();
+                (id, key.token(OrderId::from(id)).hash())
+            })
+            .unzip(),
+        None => (Vec::new(), Vec::new()),
+    };
     let secrets: Vec<CancelSecret> = selling.iter().map(|_| CancelSecret::generate()).collect();
     let emails: Vec<&str> = selling
         .iter()
@@ -674,6 +712,9 @@ async fn write(
         locked.event_id,
         limits.per_event,
         &entries as &[Option<uuid::Uuid>],
+        &ids,
+        &token_hashes,
+        hold.map(|(seconds, _)| seconds),
     )
     .fetch_all(&mut **tx)
     .await?;
@@ -720,6 +761,7 @@ async fn write(
                 unit_price_minor: locked.price_minor,
                 currency: locked.currency.clone(),
                 created_at: row.created_at,
+                hold_expires_at: row.hold_expires_at,
             };
             Some((key, (order, secret)))
         })

@@ -12,7 +12,7 @@ use crate::{
     error::AppError,
 };
 
-/// Cancel a confirmed order and return its tickets to sale, in one
+/// Cancel a live (held or confirmed) order and return its tickets to sale, in one
 /// transaction. Only the holder of the order's cancel secret may: the UPDATE
 /// matches the secret's hash, so the order id alone cancels nothing
 /// ([`AppError::Forbidden`]). The status check in the UPDATE makes a second
@@ -45,9 +45,8 @@ pub async fn cancel(
                 "Only the link from the order's confirmation can cancel it.",
             )),
             Some(true) => match find_by_id(db, order_id).await? {
-                Some(order) if order.status == OrderStatus::Confirmed => {
-                    Err(AppError::EventStarted)
-                }
+                Some(order) if order.status.is_live() => Err(AppError::EventStarted),
+                Some(order) if order.status == OrderStatus::Expired => Err(AppError::HoldExpired),
                 Some(_) => Err(AppError::AlreadyCancelled),
                 None => Err(AppError::NotFound),
             },
@@ -91,8 +90,9 @@ pub async fn cancel_by_organizer(
         tx.rollback().await?;
         let order = db::order_sync::find_owned(db, organizer_id, order_id).await?;
         return Err(match order.status {
-            OrderStatus::Confirmed => AppError::EventStarted,
+            OrderStatus::Held | OrderStatus::Confirmed => AppError::EventStarted,
             OrderStatus::Cancelled => AppError::AlreadyCancelled,
+            OrderStatus::Expired => AppError::HoldExpired,
         });
     };
     return_tickets(
@@ -109,7 +109,7 @@ pub async fn cancel_by_organizer(
 
 /// The rest of a cancel's transaction, once its order is marked cancelled:
 /// its tickets back on sale and the buyer's holdings freed.
-async fn return_tickets(
+pub(super) async fn return_tickets(
     tx: &mut sqlx::PgConnection,
     ticket_type_id: uuid::Uuid,
     buyer_key: &str,

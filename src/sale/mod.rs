@@ -29,6 +29,7 @@ mod batch;
 mod cancel;
 mod check;
 mod gate;
+mod holds;
 mod redis_baselines;
 mod single;
 mod sold_out;
@@ -43,13 +44,14 @@ pub use batch::EngineSettings;
 pub use cancel::{cancel, cancel_by_organizer, cancel_event};
 use gate::Admission;
 pub use gate::{Gate, GateError, GateRedis, GateSettings};
+pub use holds::{Confirmed, EXPIRE_BATCH, confirm, expire_holds, spawn_sweeper};
 use single::Locking;
 use sold_out::{Flagged, SoldOut};
 
 use crate::{
     domain::{
-        CancelSecret, Email, EventId, IdempotencyKey, OrderId, OrderStatus, Quantity, QueueEntryId,
-        TicketTypeId,
+        CancelSecret, ConfirmKey, Email, EventId, IdempotencyKey, OrderId, OrderStatus, Quantity,
+        QueueEntryId, TicketTypeId,
     },
     error::AppError,
     waiting_room::{DEFAULT_ENTRIES_PER_CLIENT, RoomKey, Rooms},
@@ -134,6 +136,8 @@ pub struct Sales {
     /// Which events have a waiting room, and the key their passes are
     /// signed with (`crate::waiting_room`).
     rooms: Rooms,
+    /// Derives held orders' confirmation tokens ([`holds`]).
+    confirm_key: ConfirmKey,
 }
 
 impl fmt::Debug for Sales {
@@ -150,11 +154,13 @@ impl Sales {
     pub fn new(db: PgPool, strategy: Strategy, settings: EngineSettings) -> Self {
         let sold_out = Arc::new(SoldOut::new(settings.sold_out_lifetime, Some(db.clone())));
         tokio::spawn(sold_out::listen(db.clone(), Arc::downgrade(&sold_out)));
+        let confirm_key = ConfirmKey::random();
         Self {
             batcher: Arc::new(batch::Batcher::new(
                 db.clone(),
                 settings,
                 Arc::clone(&sold_out),
+                confirm_key.clone(),
             )),
             db,
             strategy,
@@ -162,7 +168,25 @@ impl Sales {
             redis: None,
             gate: None,
             rooms: Rooms::new(RoomKey::random(), DEFAULT_ENTRIES_PER_CLIENT),
+            confirm_key,
         }
+    }
+
+    /// The key held orders' confirmation tokens are derived with; every
+    /// instance of a deployment must share it.
+    pub fn with_confirm_key(mut self, key: ConfirmKey) -> Self {
+        self.confirm_key = key;
+        self.batcher = Arc::new(batch::Batcher::new(
+            self.db.clone(),
+            self.batcher.settings(),
+            Arc::clone(&self.sold_out),
+            self.confirm_key.clone(),
+        ));
+        self
+    }
+
+    pub fn confirm_key(&self) -> &ConfirmKey {
+        &self.confirm_key
     }
 
     /// The waiting rooms' key and settings (see `crate::waiting_room`).
@@ -186,6 +210,7 @@ impl Sales {
             self.db.clone(),
             settings,
             Arc::clone(&self.sold_out),
+            self.confirm_key.clone(),
         ));
         self
     }
@@ -428,9 +453,18 @@ impl Sales {
     ) -> Result<Purchase, AppError> {
         let result = match self.strategy {
             Strategy::Batch => self.batcher.purchase(now, request).await,
-            Strategy::Naive => single::purchase(&self.db, now, request, Locking::AtTheEnd).await,
+            Strategy::Naive => {
+                single::purchase(&self.db, &self.confirm_key, now, request, Locking::AtTheEnd).await
+            }
             Strategy::ForUpdate => {
-                single::purchase(&self.db, now, request, Locking::RowLockFirst).await
+                single::purchase(
+                    &self.db,
+                    &self.confirm_key,
+                    now,
+                    request,
+                    Locking::RowLockFirst,
+                )
+                .await
             }
             Strategy::RedisWatch | Strategy::RedisLock => {
                 let redis = self.redis.as_ref().ok_or_else(|| {
@@ -441,7 +475,8 @@ impl Sales {
                 } else {
                     redis_baselines::Reserve::Lock
                 };
-                redis_baselines::purchase(&self.db, redis, now, request, how).await
+                redis_baselines::purchase(&self.db, &self.confirm_key, redis, now, request, how)
+                    .await
             }
         };
         if matches!(result, Err(AppError::SoldOut)) {
@@ -488,6 +523,8 @@ pub struct Order {
     pub unit_price_minor: i64,
     pub currency: String,
     pub created_at: OffsetDateTime,
+    /// A held order's deadline for its confirmation (kept after it ends).
+    pub hold_expires_at: Option<OffsetDateTime>,
 }
 
 /// The outcome of a purchase that holds tickets.
@@ -522,12 +559,14 @@ impl Purchase {
 /// One purchase in a transaction of its own (the `naive` strategy), for
 /// callers without a [`Sales`]: tests and tools. It checks no waiting-room
 /// pass (that is [`Sales::purchase`]'s door); it writes `queue_entry` as given.
+/// A hold it writes has a confirmation token of a throwaway key: only its
+/// expiry (or a cancel) ends it.
 pub async fn purchase(
     db: &PgPool,
     now: OffsetDateTime,
     request: &PurchaseRequest,
 ) -> Result<Purchase, AppError> {
-    single::purchase(db, now, request, Locking::AtTheEnd).await
+    single::purchase(db, &ConfirmKey::random(), now, request, Locking::AtTheEnd).await
 }
 
 /// How to find one order: by its id, or by its buyer and idempotency key.
@@ -606,6 +645,7 @@ mod tests {
             unit_price_minor: 2500,
             currency: "EUR".into(),
             created_at: OffsetDateTime::UNIX_EPOCH,
+            hold_expires_at: None,
         }
     }
 

@@ -27,7 +27,7 @@ use super::{
     replay_by_key,
     single::{self, Locking},
 };
-use crate::error::AppError;
+use crate::{domain::ConfirmKey, error::AppError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Reserve {
@@ -44,6 +44,7 @@ const COUNTER_SECS: i64 = 86_400;
 
 pub(super) async fn purchase(
     db: &sqlx::PgPool,
+    confirm_key: &ConfirmKey,
     redis: &Pool,
     now: OffsetDateTime,
     request: &PurchaseRequest,
@@ -64,7 +65,7 @@ pub(super) async fn purchase(
             answer => answer,
         };
     }
-    let result = single::purchase(db, now, request, Locking::AtTheEnd).await;
+    let result = single::purchase(db, confirm_key, now, request, Locking::AtTheEnd).await;
     if !matches!(result, Ok(Purchase::Created { .. })) {
         let _: Result<i64, _> = conn.incr(&key, quantity).await;
     }

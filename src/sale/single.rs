@@ -27,7 +27,7 @@ use super::{
     Order, Purchase, PurchaseRequest, check::SaleCheck, find_by_id, replay, replay_by_key,
 };
 use crate::{
-    domain::{BuyerKey, CancelSecret, OrderStatus},
+    domain::{BuyerKey, CancelSecret, ConfirmKey, OrderId, OrderStatus},
     error::AppError,
 };
 
@@ -42,6 +42,7 @@ pub(super) enum Locking {
 
 pub(super) async fn purchase(
     db: &PgPool,
+    confirm_key: &ConfirmKey,
     now: OffsetDateTime,
     request: &PurchaseRequest,
     locking: Locking,
@@ -72,6 +73,9 @@ pub(super) async fn purchase(
     }
     let cancel_secret = CancelSecret::generate();
     let buyer = BuyerKey::from(&request.email);
+    // Used only if the event holds its orders (the statement decides).
+    let order_id = OrderId::from(uuid::Uuid::new_v4());
+    let token_hash = confirm_key.token(order_id).hash();
 
     // 1. The order row; ON CONFLICT waits for a concurrent twin to finish.
     let order = sqlx::query_file_as!(
@@ -84,6 +88,9 @@ pub(super) async fn purchase(
         cancel_secret.hash(),
         buyer.as_str(),
         request.queue_entry.map(|entry| entry.get()),
+        order_id.get(),
+        token_hash,
+        now,
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -92,10 +99,13 @@ pub(super) async fn purchase(
         return replay_by_key(db, request).await;
     };
 
-    // One ticket row per seat, each with its own code for the door.
-    sqlx::query_file!("sql/sale/insert_tickets.sql", order.id.get(), quantity,)
-        .execute(&mut *tx)
-        .await?;
+    // One ticket row per seat, each with its own code for the door; a held
+    // order gets them when it is confirmed.
+    if order.status == OrderStatus::Confirmed {
+        sqlx::query_file!("sql/sale/insert_tickets.sql", order.id.get(), quantity,)
+            .execute(&mut *tx)
+            .await?;
+    }
 
     // 2. The per-buyer limits, on the buyer key's own rows (concurrent
     //    purchases by one buyer queue on them; a blocked upsert re-reads the

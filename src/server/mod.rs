@@ -9,7 +9,7 @@
 mod connection;
 mod descriptors;
 
-use std::{future::Future, time::Duration};
+use std::{future::Future, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use axum::Router;
@@ -23,10 +23,12 @@ use tokio::net::TcpListener;
 use tower_sessions::session_store::ExpiredDeletion as _;
 
 use crate::{
+    clock::SystemClock,
     config::ServeArgs,
-    domain::{Quotas, RetrySchedule},
+    domain::{ConfirmKey, Quotas, RetrySchedule},
+    mail::{self, MailSettings},
     outbox::{self, RelaySettings},
-    sale::{EngineSettings, GateRedis, GateSettings},
+    sale::{self, EngineSettings, GateRedis, GateSettings},
     waiting_room::{self, RoomKey, Rooms},
     web::{self, AppState, Limits, per_client::PerClient, purchase_limits::PurchaseRates},
     webhooks::{self, WebhookSettings},
@@ -135,7 +137,26 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
             RoomKey::random()
         }
     };
+    let confirm_key = match &args.confirm_key {
+        Some(raw) => ConfirmKey::from_config(raw).map_err(anyhow::Error::msg)?,
+        None => {
+            tracing::warn!(
+                "no --confirm-key: this process derives confirmation links with a key of its own; \
+                 with more than one instance, set the same key on every one"
+            );
+            ConfirmKey::random()
+        }
+    };
+    let public_url = args
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", args.listen));
+    let mail_settings = MailSettings::new(args.smtp_url.clone(), &args.mail_from, &public_url)
+        .map_err(anyhow::Error::msg)?;
+    let mailer = mail::spawn(pool.clone(), confirm_key.clone(), mail_settings)
+        .map_err(anyhow::Error::msg)?;
     let state = state
+        .with_confirm_key(confirm_key)
         .with_rooms(
             Rooms::new(room_key, args.waiting_room_entries_per_client)
                 .with_proof_bits(args.waiting_room_proof_bits),
@@ -168,6 +189,12 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     let app = crate::app(state);
     // Every instance runs one; one at a time admits (see waiting_room::tick).
     let admitter = waiting_room::spawn_admitter(pool.clone());
+    // Every instance sweeps expired holds; SKIP LOCKED shares the work.
+    let holds = sale::spawn_sweeper(
+        pool.clone(),
+        Arc::new(SystemClock),
+        Duration::from_millis(args.hold_sweep_ms),
+    );
     // Expired organizer sessions are deleted hourly in the background.
     let sweeper = tokio::spawn(
         web::session_store(pool.clone()).continuously_delete_expired(Duration::from_secs(3600)),
@@ -180,6 +207,9 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     // In-flight requests have finished; let their transactions settle.
     sweeper.abort();
     admitter.abort();
+    holds.abort();
+    // A mail cut short is sent again by the next round (see crate::mail).
+    mailer.abort();
     // A round cut short leaves its rows unsent: the next relay sends them.
     if let Some(relay) = relay {
         relay.abort();

@@ -67,6 +67,7 @@ pub fn app(state: AppState) -> Router {
         .route("/events/{id}/queue/prequeue.json", get(queue::prequeue))
         .route("/orders/{id}", get(pages::order))
         .route("/orders/{id}/cancel", post(pages::cancel))
+        .route("/orders/{id}/confirm", get(pages::confirm))
         // Door staff, through a staff link (no account).
         .route("/door", get(door::scanner).post(door::scan));
 

@@ -21,6 +21,7 @@ use crate::{
     db::{self, events::EventDetail},
     domain::{
         EventId, EventInput, EventStatus, InvalidField, SaleState, TicketTypeInput, decimal_price,
+        hold_minutes_text,
     },
     error::AppError,
     sale,
@@ -353,6 +354,7 @@ fn event_input(fields: &FormFields) -> Result<EventInput, AppError> {
         sale_closes_at: fields.get("sale_closes_at").to_owned(),
         status: fields.get("status").to_owned(),
         max_per_buyer: fields.get("max_per_buyer").to_owned(),
+        hold_minutes: fields.get("hold_minutes").to_owned(),
         ticket_types,
     })
 }
@@ -374,6 +376,7 @@ fn input_from(detail: &EventDetail) -> EventInput {
             .max_per_buyer
             .map(|n| n.to_string())
             .unwrap_or_default(),
+        hold_minutes: hold_minutes_text(event.hold_seconds),
         ticket_types: detail
             .ticket_types
             .iter()

@@ -23,8 +23,8 @@ use super::{
 use crate::{
     db,
     domain::{
-        CancelSecret, Email, EventCursor, EventId, ForField, IdempotencyKey, InvalidField, OrderId,
-        Quantity, TicketTypeId,
+        CancelSecret, ConfirmToken, Email, EventCursor, EventId, ForField, IdempotencyKey,
+        InvalidField, OrderId, Quantity, TicketTypeId,
     },
     error::AppError,
     sale::{self, PurchaseRequest},
@@ -226,7 +226,28 @@ pub async fn order(
         &context,
         &tickets,
         secret.as_ref(),
+        state.clock.now(),
     ))
+}
+
+/// `/orders/{id}/confirm?t=token`: the link from a held order's mail. It
+/// confirms once; a second click lands on the confirmed order too. A link
+/// that arrives after the hold ended says so (410), and so does a race
+/// lost to the sweeper.
+pub async fn confirm(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Redirect, AppError> {
+    let order_id: OrderId = parse_id(&id)?;
+    let token = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .find(|(key, _)| key == "t")
+        .and_then(|(_, value)| ConfirmToken::parse(&value))
+        .ok_or(AppError::Forbidden(
+            "This confirmation link is not valid for this order.",
+        ))?;
+    sale::confirm(&state.db, state.clock.now(), order_id, &token).await?;
+    Ok(Redirect::to(&order_url(order_id, None)))
 }
 
 /// The buyer's cancel: the form carries the secret from the page's URL.

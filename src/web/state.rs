@@ -175,6 +175,13 @@ impl AppState {
         Ok(self)
     }
 
+    /// The key of held orders' confirmation links (call after
+    /// [`Self::with_sales`]).
+    pub fn with_confirm_key(mut self, key: crate::domain::ConfirmKey) -> Self {
+        self.shared_mut().sales = self.sales.clone().with_confirm_key(key);
+        self
+    }
+
     /// The waiting rooms' key and cap (call after [`Self::with_sales`]).
     pub fn with_rooms(mut self, rooms: crate::waiting_room::Rooms) -> Self {
         self.shared_mut().sales = self.sales.clone().with_rooms(rooms);

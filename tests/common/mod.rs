@@ -12,6 +12,7 @@ pub mod process;
 pub mod purchase;
 pub mod races;
 pub mod redis_servers;
+pub mod smtp;
 
 pub use forms::{csrf_cookie, form_body};
 
@@ -148,6 +149,7 @@ pub async fn event_with_window(
         sale_closes_at: closes.map(rfc).unwrap_or_default(),
         status: status.into(),
         max_per_buyer: String::new(),
+        hold_minutes: String::new(),
         ticket_types: specs
             .iter()
             .enumerate()
@@ -195,7 +197,7 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
     let rows: Vec<(Uuid, i32, i32, i32, i32, i64)> = sqlx::query_as(
         "SELECT t.id, t.capacity, t.remaining, t.max_per_order, t.max_per_buyer,
                 COALESCE((SELECT SUM(o.quantity) FROM orders o
-                          WHERE o.ticket_type_id = t.id AND o.status = 'confirmed'), 0)::int8
+                          WHERE o.ticket_type_id = t.id AND o.status IN ('held', 'confirmed')), 0)::int8
          FROM ticket_types t ORDER BY t.id",
     )
     .fetch_all(pool)
@@ -228,7 +230,7 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
         // existed: by their email).
         let over_buyer: Vec<(String, i64)> = sqlx::query_as(
             "SELECT COALESCE(buyer_key, email), SUM(quantity)::int8 FROM orders
-             WHERE ticket_type_id = $1 AND status = 'confirmed'
+             WHERE ticket_type_id = $1 AND status IN ('held', 'confirmed')
              GROUP BY COALESCE(buyer_key, email) HAVING SUM(quantity) > $2",
         )
         .bind(id)
@@ -246,7 +248,7 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
                     COALESCE(o.live, 0)::int8
              FROM (SELECT buyer_key, quantity FROM buyer_holdings WHERE ticket_type_id = $1) h
              FULL JOIN (SELECT COALESCE(buyer_key, email) AS buyer_key, SUM(quantity) AS live
-                        FROM orders WHERE ticket_type_id = $1 AND status = 'confirmed'
+                        FROM orders WHERE ticket_type_id = $1 AND status IN ('held', 'confirmed')
                         GROUP BY COALESCE(buyer_key, email)) o
                ON o.buyer_key = h.buyer_key
              WHERE COALESCE(h.quantity, 0) <> COALESCE(o.live, 0)",
@@ -267,7 +269,7 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
         "SELECT t.event_id, COALESCE(o.buyer_key, o.email), SUM(o.quantity)::int8
          FROM orders o JOIN ticket_types t ON t.id = o.ticket_type_id
          JOIN events e ON e.id = t.event_id
-         WHERE o.status = 'confirmed' AND e.max_per_buyer IS NOT NULL
+         WHERE o.status IN ('held', 'confirmed') AND e.max_per_buyer IS NOT NULL
          GROUP BY t.event_id, COALESCE(o.buyer_key, o.email), e.max_per_buyer
          HAVING SUM(o.quantity) > e.max_per_buyer",
     )
@@ -285,7 +287,7 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
          FULL JOIN (SELECT t.event_id, COALESCE(o.buyer_key, o.email) AS buyer_key,
                            SUM(o.quantity) AS live
                     FROM orders o JOIN ticket_types t ON t.id = o.ticket_type_id
-                    WHERE o.status = 'confirmed'
+                    WHERE o.status IN ('held', 'confirmed')
                     GROUP BY t.event_id, COALESCE(o.buyer_key, o.email)) o
            ON o.event_id = h.event_id AND o.buyer_key = h.buyer_key
          WHERE COALESCE(h.quantity, 0) <> COALESCE(o.live, 0)",
@@ -296,6 +298,24 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
     assert!(
         event_drift.is_empty(),
         "event_buyer_holdings drifted: {event_drift:?}"
+    );
+    // Tickets exist for confirmed orders only, one per seat: a hold gets
+    // none until its buyer confirms, and an expired hold never does.
+    let wrong_tickets: Vec<(Uuid, String, i32, i64)> = sqlx::query_as(
+        "SELECT o.id, o.status, o.quantity,
+                (SELECT count(*) FROM tickets k WHERE k.order_id = o.id)
+         FROM orders o
+         WHERE (o.status IN ('held', 'expired')
+                AND EXISTS (SELECT 1 FROM tickets k WHERE k.order_id = o.id))
+            OR (o.status = 'confirmed'
+                AND (SELECT count(*) FROM tickets k WHERE k.order_id = o.id) <> o.quantity)",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert!(
+        wrong_tickets.is_empty(),
+        "orders with the wrong tickets: {wrong_tickets:?}"
     );
     let duplicate_keys: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM (SELECT 1 FROM orders GROUP BY email, idempotency_key HAVING count(*) > 1) d",

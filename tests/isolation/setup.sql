@@ -10,19 +10,26 @@ CREATE SEQUENCE order_ids;
 ALTER TABLE orders
     ALTER COLUMN id SET DEFAULT ('00000000-0000-0000-0000-' || lpad(nextval('order_ids')::text, 12, '0'))::uuid,
     ALTER COLUMN created_at SET DEFAULT '2026-06-01 12:00:00+00';
+-- The app draws order ids itself (a held order's token is derived from
+-- its id); steps pass this one, so that ids stay pinned.
+CREATE FUNCTION next_order() RETURNS uuid LANGUAGE sql AS $$
+    SELECT ('00000000-0000-0000-0000-' || lpad(nextval('order_ids')::text, 12, '0'))::uuid
+$$;
 CREATE FUNCTION last_order() RETURNS uuid LANGUAGE sql AS $$
     SELECT ('00000000-0000-0000-0000-' || lpad(currval('order_ids')::text, 12, '0'))::uuid
 $$;
 
 -- What every permutation ends with, one row per ticket type, from the
 -- tables (the invariants of the design notes):
---   stock_ok          capacity = remaining + Σ quantity of live orders
+--   stock_ok          capacity = remaining + Σ quantity of live (held or
+--                     confirmed) orders
 --   buyer_limit_ok    no buyer's live quantity exceeds max_per_buyer
 --   holdings_ok       each buyer's holdings row = their live quantity
 --   one_order_per_key no (buyer, idempotency key) has two orders
 --   outbox_ok         each order has one `order.created` message, each
 --                     cancelled order one `order.cancelled` and each live
---                     order none; no message names an order that is not
+--                     order none; each expired hold one `order.expired`,
+--                     each confirmed hold one `order.confirmed`; no message names an order that is not
 --                     there (a rolled-back purchase leaves none); the type's
 --                     availability messages alternate, their last one
 --                     matching `remaining` (sold out exactly when it is 0)
@@ -35,7 +42,7 @@ SELECT t.name, t.remaining, coalesce(l.live, 0) AS live,
            SELECT 1 FROM buyer_holdings h
            WHERE h.ticket_type_id = t.id
              AND h.quantity <> (SELECT coalesce(sum(o.quantity), 0) FROM orders o
-                                WHERE o.ticket_type_id = t.id AND o.status = 'confirmed'
+                                WHERE o.ticket_type_id = t.id AND o.status IN ('held', 'confirmed')
                                   AND coalesce(o.buyer_key, o.email) = h.buyer_key)
        ) AS holdings_ok,
        NOT EXISTS (
@@ -48,7 +55,13 @@ SELECT t.name, t.remaining, coalesce(l.live, 0) AS live,
                    WHERE x.order_id = o.id AND x.kind = 'order.created') <> 1
                OR (SELECT count(*) FROM outbox x
                    WHERE x.order_id = o.id AND x.kind = 'order.cancelled')
-                  <> (o.status = 'cancelled')::int)
+                  <> (o.status = 'cancelled')::int
+               OR (SELECT count(*) FROM outbox x
+                   WHERE x.order_id = o.id AND x.kind = 'order.expired')
+                  <> (o.status = 'expired')::int
+               OR (SELECT count(*) FROM outbox x
+                   WHERE x.order_id = o.id AND x.kind = 'order.confirmed')
+                  <> (o.confirmed_at IS NOT NULL)::int)
        ) AND NOT EXISTS (
            SELECT 1 FROM outbox x
            WHERE x.ticket_type_id = t.id AND x.order_id IS NOT NULL
@@ -62,7 +75,7 @@ FROM ticket_types t
 LEFT JOIN (
     SELECT ticket_type_id, sum(q)::int AS live, max(q) AS worst_buyer
     FROM (SELECT ticket_type_id, coalesce(buyer_key, email) AS buyer, sum(quantity)::int AS q
-          FROM orders WHERE status = 'confirmed' GROUP BY 1, 2) b
+          FROM orders WHERE status IN ('held', 'confirmed') GROUP BY 1, 2) b
     GROUP BY ticket_type_id
 ) l ON l.ticket_type_id = t.id
 ORDER BY t.position;

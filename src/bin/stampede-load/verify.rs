@@ -46,7 +46,7 @@ pub async fn check(db: &PgPool, sale: &Sale, tally: &Tally) -> anyhow::Result<In
     let types = sqlx::query!(
         r#"SELECT t.id AS "id!", t.capacity AS "capacity!", t.remaining AS "remaining!",
                   COALESCE((SELECT SUM(o.quantity) FROM orders o
-                            WHERE o.ticket_type_id = t.id AND o.status = 'confirmed'), 0)::int8 AS "live!"
+                            WHERE o.ticket_type_id = t.id AND o.status IN ('held', 'confirmed')), 0)::int8 AS "live!"
            FROM ticket_types t WHERE t.id = ANY($1)"#,
         &ids
     )
@@ -54,7 +54,7 @@ pub async fn check(db: &PgPool, sale: &Sale, tally: &Tally) -> anyhow::Result<In
     .await?;
     let orders = sqlx::query!(
         "SELECT id, idempotency_key, quantity FROM orders
-         WHERE ticket_type_id = ANY($1) AND status = 'confirmed'",
+         WHERE ticket_type_id = ANY($1) AND status IN ('held', 'confirmed')",
         &ids
     )
     .fetch_all(db)
@@ -64,7 +64,7 @@ pub async fn check(db: &PgPool, sale: &Sale, tally: &Tally) -> anyhow::Result<In
                    WHERE o.ticket_type_id = ANY($1) AND o.quantity > t.max_per_order)
                 + (SELECT count(*) FROM (
                        SELECT 1 FROM orders o JOIN ticket_types t ON t.id = o.ticket_type_id
-                       WHERE o.ticket_type_id = ANY($1) AND o.status = 'confirmed'
+                       WHERE o.ticket_type_id = ANY($1) AND o.status IN ('held', 'confirmed')
                        GROUP BY o.ticket_type_id, COALESCE(o.buyer_key, o.email), t.max_per_buyer
                        HAVING SUM(o.quantity) > t.max_per_buyer) b) AS "n!""#,
         &ids

@@ -18,7 +18,7 @@ async fn an_idle_worker_sells_what_slipped_in_then_stops() {
         ..EngineSettings::default()
     };
     let sold_out = Arc::new(SoldOut::new(settings.sold_out_lifetime, None));
-    let batcher = Arc::new(Batcher::new(db, settings, sold_out));
+    let batcher = Arc::new(Batcher::new(db, settings, sold_out, ConfirmKey::random()));
     let ticket_type_id = TicketTypeId::from(uuid::Uuid::new_v4());
     let request = PurchaseRequest {
         event_id: None,
@@ -163,7 +163,12 @@ async fn sell_as_one_batch(
     (jobs, answers): (Vec<Job>, Vec<oneshot::Receiver<Result<Purchase, AppError>>>),
 ) -> Vec<Result<Purchase, AppError>> {
     let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
-    let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
+    let batcher = Batcher::new(
+        db.clone(),
+        EngineSettings::default(),
+        sold_out,
+        ConfirmKey::random(),
+    );
     batcher.sell(TicketTypeId::from(ROOMY), jobs).await;
     let mut results = Vec::new();
     for answer in answers {
@@ -296,7 +301,12 @@ async fn a_batch_past_its_deadline_refuses_all_its_requests(db: PgPool) {
         .await
         .unwrap();
     let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
-    let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
+    let batcher = Batcher::new(
+        db.clone(),
+        EngineSettings::default(),
+        sold_out,
+        ConfirmKey::random(),
+    );
     // The first buyer's deadline passes while the lock is held; the
     // second one's would not.
     let (jobs, answers) = two_jobs([Duration::from_millis(300), Duration::from_secs(30)]);
@@ -323,7 +333,12 @@ async fn a_batch_past_its_deadline_refuses_all_its_requests(db: PgPool) {
 )]
 async fn a_batch_sells_only_for_the_event_the_request_names(db: PgPool) {
     let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
-    let batcher = Batcher::new(db.clone(), EngineSettings::default(), sold_out);
+    let batcher = Batcher::new(
+        db.clone(),
+        EngineSettings::default(),
+        sold_out,
+        ConfirmKey::random(),
+    );
     let (mut jobs, answers) = two_jobs([Duration::from_secs(20); 2]);
     let show = uuid::uuid!("00000000-0000-0000-0000-0000000000e1");
     jobs[0].request.event_id = Some(EventId::from(show));

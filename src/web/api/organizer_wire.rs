@@ -17,7 +17,7 @@ use crate::{
     },
     domain::{
         EventId, EventInput, InvalidField, OrderCursor, OrderId, OrderStatus, SalesRange,
-        TicketTypeId, TicketTypeInput,
+        TicketTypeId, TicketTypeInput, hold_minutes_text,
     },
 };
 
@@ -47,6 +47,7 @@ pub fn input_of(detail: &EventDetail) -> EventInput {
         // An edit leaves the status alone (publish and unpublish set it).
         status: String::new(),
         max_per_buyer: number(event.max_per_buyer.map(i64::from)),
+        hold_minutes: hold_minutes_text(event.hold_seconds),
         ticket_types: detail
             .ticket_types
             .iter()
@@ -98,6 +99,12 @@ pub struct UpdateEvent {
     #[schema(value_type = Option<i64>)]
     #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<Option<i64>>,
+    /// `null`: orders are confirmed at once; minutes: each order is held
+    /// this long for its buyer to confirm from their mailbox.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<i64>)]
+    #[schema(minimum = 1, maximum = 120)]
+    hold_minutes: Option<Option<i64>>,
     /// Changes to existing ticket types, each named by its `id`.
     #[serde(default)]
     #[schema(max_items = 20)]
@@ -211,6 +218,7 @@ impl UpdateEvent {
             self.sale_closes_at.map(Option::unwrap_or_default),
         );
         set(&mut input.max_per_buyer, self.max_per_buyer.map(number));
+        set(&mut input.hold_minutes, self.hold_minutes.map(number));
         let mut rows = Vec::with_capacity(self.ticket_types.len());
         for (i, row) in self.ticket_types.into_iter().enumerate() {
             let index = input

@@ -27,7 +27,7 @@ pub struct CreateWebhook {
     /// An https URL (plain http and private addresses only when the
     /// server allows them).
     pub url: String,
-    /// Of `order.created`, `order.cancelled`, `event.cancelled`,
+    /// Of `order.created`, `order.confirmed`, `order.expired`, `order.cancelled`, `event.cancelled`,
     /// `ticket_type.sold_out`, `ticket_type.available_again`.
     #[schema(example = json!(["order.created"]))]
     pub event_types: Vec<String>,

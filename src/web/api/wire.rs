@@ -50,6 +50,11 @@ pub struct CreateEvent {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<i64>,
+    /// Minutes each order is held for its buyer to confirm from their
+    /// mailbox; absent or null: orders are confirmed at once.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 120)]
+    hold_minutes: Option<i64>,
     #[schema(min_items = 1, max_items = 20)]
     ticket_types: Vec<CreateTicketType>,
 }
@@ -86,6 +91,7 @@ impl CreateEvent {
             sale_closes_at: self.sale_closes_at.unwrap_or_default(),
             status: self.status.unwrap_or_default(),
             max_per_buyer: number(self.max_per_buyer),
+            hold_minutes: number(self.hold_minutes),
             ticket_types: self
                 .ticket_types
                 .into_iter()
@@ -138,6 +144,9 @@ pub struct EventBody {
     #[schema(value_type = super::doc::EventStatusName)]
     status: &'static str,
     max_per_buyer: Option<i32>,
+    /// Minutes orders are held for their buyers' confirmation by mail;
+    /// null: confirmed at once.
+    hold_minutes: Option<i64>,
     ticket_types: Vec<TicketTypeBody>,
 }
 
@@ -151,6 +160,9 @@ pub struct TicketTypeBody {
     currency: String,
     capacity: i32,
     remaining: i32,
+    /// Tickets in held orders: not for sale now, but they come back if
+    /// their buyers do not confirm in time.
+    held: i64,
     max_per_order: i32,
     max_per_buyer: i32,
 }
@@ -195,6 +207,9 @@ impl From<EventDetail> for EventBody {
             sale_closes_at: event.sale_closes_at,
             status: event.status.as_str(),
             max_per_buyer: event.max_per_buyer,
+            hold_minutes: event
+                .hold_seconds
+                .map(|s| (i64::from(s) + 59).div_euclid(60)),
             ticket_types: detail.ticket_types.into_iter().map(Into::into).collect(),
         }
     }
@@ -209,6 +224,7 @@ impl From<TicketType> for TicketTypeBody {
             currency: tt.currency,
             capacity: tt.capacity,
             remaining: tt.remaining,
+            held: tt.held,
             max_per_order: tt.max_per_order,
             max_per_buyer: tt.max_per_buyer,
         }
@@ -299,6 +315,13 @@ pub struct OrderBody {
     currency: String,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
+    /// For an order of an event that holds its orders: the buyer confirms
+    /// from the mailed link before this, or it expires (status `expired`).
+    #[serde(
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    hold_expires_at: Option<OffsetDateTime>,
     /// Only on the answer that created the order: the secret that cancels it.
     #[serde(skip_serializing_if = "Option::is_none")]
     cancel_secret: Option<String>,
@@ -326,6 +349,7 @@ impl From<Order> for OrderBody {
             unit_price_minor: order.unit_price_minor,
             currency: order.currency,
             created_at: order.created_at,
+            hold_expires_at: order.hold_expires_at,
             cancel_secret: None,
             cancel_url: None,
         }

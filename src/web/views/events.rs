@@ -24,7 +24,9 @@ pub fn index(ctx: &PageContext, events: &[EventDetail], next: Option<EventCursor
                             h2 { a href={ "/events/" (event.id) } { (event.title) } }
                             p.meta { (format_time(event.starts_at)) " · " (event.venue) }
                             p {
-                                @if detail.remaining() == 0 {
+                                @if detail.remaining() == 0 && detail.held() > 0 {
+                                    span.badge { "In baskets — some may come back" }
+                                } @else if detail.remaining() == 0 {
                                     span.badge.sold-out { "Sold out" }
                                 } @else {
                                     span.badge { (detail.remaining()) " of " (detail.capacity()) " left" }
@@ -113,6 +115,10 @@ pub fn page(
                         }
                     },
                     SaleState::Closed => p.notice { "The sale for this event has closed." },
+                    SaleState::Open if detail.sold_out() && detail.held() > 0 => p.notice role="status" {
+                        "All tickets are in baskets — some may come back. Buyers have a few minutes to confirm theirs; "
+                        "tickets not confirmed in time go back on sale here."
+                    },
                     SaleState::Open if detail.sold_out() => p.notice.sold-out role="status" { "Sold out. Every ticket has found its owner." },
                     SaleState::Open if gated.is_some() => {},
                     SaleState::Open => (buy_form(ctx, detail, form)),
@@ -127,7 +133,9 @@ fn ticket_type_row(tt: &TicketType) -> Markup {
         li.ticket-type {
             span.name { (tt.name) }
             span.price { (format_price(tt.price_minor, &tt.currency)) }
-            @if tt.remaining == 0 {
+            @if tt.remaining == 0 && tt.held > 0 {
+                span.badge { "In baskets — some may come back" }
+            } @else if tt.remaining == 0 {
                 span.badge.sold-out { "Sold out" }
             } @else {
                 span.badge { (tt.remaining) " of " (tt.capacity) " left" }

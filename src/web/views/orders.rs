@@ -1,6 +1,8 @@
 use maud::{Markup, html};
 
-use super::{csrf_field, format_time, layout};
+use time::OffsetDateTime;
+
+use super::{csrf_field, dashboard::rfc3339, format_time, layout_refreshing};
 use crate::web::extract::PageContext;
 use crate::{
     db::orders::{OrderContext, Ticket},
@@ -9,30 +11,64 @@ use crate::{
 };
 
 /// The order page. `secret` is the cancel secret from the page's URL
-/// (`?s=`): without it there is no cancel button.
+/// (`?s=`): without it there is no cancel button. A held order shows when
+/// its hold ends, and no tickets.
 pub fn page(
     ctx: &PageContext,
     order: &Order,
     about: &OrderContext,
     tickets: &[Ticket],
     secret: Option<&CancelSecret>,
+    now: OffsetDateTime,
 ) -> Markup {
     let confirmed = order.status == OrderStatus::Confirmed;
     let total = order.unit_price_minor * i64::from(order.quantity);
-    layout(
+    let tickets_word = if order.quantity == 1 {
+        "ticket"
+    } else {
+        "tickets"
+    };
+    // A held page reloads itself about when the hold ends (no script needed).
+    let refresh = order
+        .hold_expires_at
+        .filter(|_| order.status == OrderStatus::Held)
+        .map(|at| (at - now).whole_seconds().clamp(5, 600) as u32 + 1);
+    layout_refreshing(
         ctx,
         "Your order",
+        refresh,
         html! {
             article.order.card {
-                @if confirmed {
-                    h1 { "You have " (order.quantity) " " (if order.quantity == 1 { "ticket" } else { "tickets" }) }
-                    p.notice.success role="status" { "Order confirmed. Keep this page's address: it is your proof of purchase." }
-                } @else {
-                    h1 { "Order cancelled" }
-                    p.notice role="status" {
-                        "This order was cancelled"
-                        @if let Some(at) = about.cancelled_at { " on " (format_time(at)) }
-                        "; its tickets went back on sale."
+                @match order.status {
+                    OrderStatus::Confirmed => {
+                        h1 { "You have " (order.quantity) " " (tickets_word) }
+                        p.notice.success role="status" { "Order confirmed. Keep this page's address: it is your proof of purchase." }
+                    }
+                    OrderStatus::Held => {
+                        h1 { (order.quantity) " " (tickets_word) " held for you" }
+                        p.notice role="status" {
+                            "Check your mailbox: we sent a confirmation link to " strong { (order.email) } ". "
+                            "Follow it"
+                            @if let Some(at) = order.hold_expires_at {
+                                " before " time datetime=(rfc3339(at)) data-countdown { (format_time(at)) }
+                            }
+                            " to get your tickets; until then they are only held, and then they go back on sale."
+                        }
+                    }
+                    OrderStatus::Expired => {
+                        h1 { "Hold expired" }
+                        p.notice role="status" {
+                            "This order was not confirmed in time; its tickets went back on sale. "
+                            a href={ "/events/" (about.event_id) } { "Try again" } "."
+                        }
+                    }
+                    OrderStatus::Cancelled => {
+                        h1 { "Order cancelled" }
+                        p.notice role="status" {
+                            "This order was cancelled"
+                            @if let Some(at) = about.cancelled_at { " on " (format_time(at)) }
+                            "; its tickets went back on sale."
+                        }
                     }
                 }
                 dl {
@@ -44,6 +80,11 @@ pub fn page(
                     dt { "Email" } dd { (order.email) }
                     dt { "Order" } dd { code { (order.id) } }
                     dt { "Ordered" } dd { (format_time(order.created_at)) }
+                }
+                @if order.status == OrderStatus::Held {
+                    @if let Some(secret) = secret {
+                        (cancel_form(ctx, order, secret, "Release these tickets"))
+                    }
                 }
                 @if confirmed {
                     h2 { "Your tickets" }
@@ -64,11 +105,7 @@ pub fn page(
                         }
                     }
                     @if let Some(secret) = secret {
-                        form method="post" action={ "/orders/" (order.id) "/cancel" } data-once data-confirm="Cancel this order and release its tickets?" {
-                            (csrf_field(ctx))
-                            input type="hidden" name="s" value=(secret.as_str());
-                            button.secondary type="submit" { "Cancel this order" }
-                        }
+                        (cancel_form(ctx, order, secret, "Cancel this order"))
                     } @else {
                         p.hint { "To cancel, open this order from the link you got when you bought it." }
                     }
@@ -76,6 +113,16 @@ pub fn page(
             }
         },
     )
+}
+
+fn cancel_form(ctx: &PageContext, order: &Order, secret: &CancelSecret, label: &str) -> Markup {
+    html! {
+        form method="post" action={ "/orders/" (order.id) "/cancel" } data-once data-confirm="Cancel this order and release its tickets?" {
+            (csrf_field(ctx))
+            input type="hidden" name="s" value=(secret.as_str());
+            button.secondary type="submit" { (label) }
+        }
+    }
 }
 
 /// The ticket code as a QR code: an SVG rendered on the server, embedded as

@@ -4,7 +4,9 @@ use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
 use crate::web::extract::PageContext;
 use crate::{
     db::events::EventDetail,
-    domain::{EventId, EventInput, SaleState, TicketTypeInput},
+    domain::{
+        DEFAULT_HOLD_MINUTES, EventId, EventInput, MAX_HOLD_MINUTES, SaleState, TicketTypeInput,
+    },
 };
 
 pub fn index(ctx: &PageContext, events: &[EventDetail]) -> Markup {
@@ -162,6 +164,13 @@ pub fn form(ctx: &PageContext, form: &EventForm<'_>) -> Markup {
             }
             label for="max_per_buyer" { "Tickets per buyer for the whole event, across ticket types (optional)" }
             input #max_per_buyer type="number" name="max_per_buyer" min="1" inputmode="numeric" value=(input.max_per_buyer) aria-invalid=[invalid(error, "max_per_buyer")];
+            label for="hold_minutes" {
+                "Hold each order until its buyer confirms from their mailbox, for this many minutes "
+                "(blank: orders are confirmed at once; " (DEFAULT_HOLD_MINUTES) " is usual)"
+            }
+            input #hold_minutes type="number" name="hold_minutes" min="1" max=(MAX_HOLD_MINUTES) inputmode="numeric"
+                placeholder=(DEFAULT_HOLD_MINUTES) value=(input.hold_minutes) aria-invalid=[invalid(error, "hold_minutes")];
+            p.hint { "Held tickets leave the stock at once; unconfirmed ones go back on sale when their time runs out." }
             @if form.event.is_none() {
                 label.choice {
                     input type="checkbox" name="status" value="published" checked[input.status == "published"];

@@ -1,0 +1,362 @@
+//! The mailer: sends each held order's confirmation link to the buyer.
+//!
+//! It is a consumer of the transactional outbox (like the AMQP relay and
+//! the webhook fan-out), so a mail is asked for exactly when the hold
+//! committed, and a crash before the mail went out only delays it. Rounds,
+//! in every instance (one at a time holds the cursor):
+//! 1. lock the `mail` cursor and read the rows after it;
+//! 2. for each `order.created` of a held order not yet in `mail_sent`:
+//!    rebuild its token from the order id (`domain::ConfirmKey`), send the
+//!    mail (or, without SMTP, log the link), and record it in `mail_sent`
+//!    at once, in a statement of its own;
+//! 3. move the cursor past what was handled, and commit.
+//!
+//! A mail the SMTP server refused stops the round there; the round is tried
+//! again after a back-off. A crash between the server's acceptance and step
+//! 2's record is the one way a mail can go twice (SMTP has no way to ask
+//! whether it was sent); both copies carry the same `Message-ID`, built
+//! from the outbox message, so mail clients show one.
+
+use std::time::Duration;
+
+use lettre::{
+    AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor,
+    message::{
+        Body, Mailbox,
+        header::{ContentTransferEncoding, ContentType},
+    },
+};
+use sqlx::{PgPool, Postgres, Transaction};
+use time::OffsetDateTime;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use crate::{
+    db::{
+        self,
+        outbox::{Consumer, OutboxRow},
+    },
+    domain::{ConfirmKey, OrderId, format_time},
+};
+
+/// How the mailer runs (`stampede serve --smtp-url ... --public-url ...`).
+#[derive(Debug, Clone)]
+pub struct MailSettings {
+    /// `smtp://host:port` (plain, or `?tls=required` for STARTTLS),
+    /// `smtps://` (TLS), with
+    /// optional `user:password@`; `None` logs the links instead (development).
+    pub smtp_url: Option<String>,
+    pub from: Mailbox,
+    /// Where buyers reach the site, e.g. `https://tickets.example.org`: the
+    /// links in the mails start with it.
+    pub public_url: String,
+    pub poll: Duration,
+    pub batch: i64,
+    pub backoff_max: Duration,
+}
+
+impl MailSettings {
+    pub fn new(smtp_url: Option<String>, from: &str, public_url: &str) -> Result<Self, String> {
+        let from = from
+            .parse::<Mailbox>()
+            .map_err(|err| format!("--mail-from is not a mail address: {err}"))?;
+        let public_url = public_url.trim_end_matches('/').to_owned();
+        let parsed = url::Url::parse(&public_url).map_err(|err| format!("--public-url: {err}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+            return Err("--public-url must be an http or https address".to_owned());
+        }
+        Ok(Self {
+            smtp_url,
+            from,
+            public_url,
+            poll: Duration::from_millis(200),
+            batch: 100,
+            backoff_max: Duration::from_secs(30),
+        })
+    }
+}
+
+/// Where the mails go.
+enum Transport {
+    Smtp(AsyncSmtpTransport<Tokio1Executor>),
+    /// No SMTP configured: the link is logged.
+    Log,
+}
+
+impl Transport {
+    fn new(settings: &MailSettings) -> Result<Self, String> {
+        match &settings.smtp_url {
+            None => Ok(Self::Log),
+            Some(url) => AsyncSmtpTransport::<Tokio1Executor>::from_url(url)
+                // The URL itself is never echoed: it may hold a password.
+                .map_err(|err| format!("--smtp-url is not a usable SMTP URL: {err}"))
+                .map(|builder| Self::Smtp(builder.timeout(Some(Duration::from_secs(10))).build())),
+        }
+    }
+}
+
+/// Check the settings and start the mailer on the current tokio runtime;
+/// it runs until aborted.
+pub fn spawn(
+    db: PgPool,
+    key: ConfirmKey,
+    settings: MailSettings,
+) -> Result<JoinHandle<()>, String> {
+    let transport = Transport::new(&settings)?;
+    if matches!(transport, Transport::Log) {
+        tracing::warn!(
+            "no --smtp-url: confirmation links of held orders are logged, not mailed \
+             (for development only)"
+        );
+    }
+    Ok(tokio::spawn(run(db, key, settings, transport)))
+}
+
+async fn run(db: PgPool, key: ConfirmKey, settings: MailSettings, transport: Transport) {
+    let mut backoff = settings.poll;
+    loop {
+        match round(&db, &key, &settings, &transport).await {
+            Ok(read) if read as i64 >= settings.batch => {
+                backoff = settings.poll;
+                continue;
+            }
+            Ok(_) => backoff = settings.poll,
+            Err(err) => {
+                backoff = (backoff * 2).min(settings.backoff_max);
+                tracing::warn!(error = %err, retry_in = ?backoff, "mailer round failed");
+            }
+        }
+        tokio::time::sleep(backoff).await;
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum RoundError {
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("SMTP: {0}")]
+    Smtp(String),
+}
+
+/// One round; returns how many outbox rows it read.
+async fn round(
+    db: &PgPool,
+    key: &ConfirmKey,
+    settings: &MailSettings,
+    transport: &Transport,
+) -> Result<usize, RoundError> {
+    let mut tx = db.begin().await?;
+    let rows = db::outbox::read_after_cursor(&mut tx, Consumer::Mail, settings.batch).await?;
+    let mut handled: Option<&OutboxRow> = None;
+    let mut failure = None;
+    for row in &rows {
+        if let Some(mail) = confirmation_of(row)
+            && let Err(err) = send_once(db, key, settings, transport, row, &mail).await
+        {
+            failure = Some(err);
+            break;
+        }
+        handled = Some(row);
+    }
+    finish(tx, handled).await?;
+    match failure {
+        Some(err) => Err(err),
+        None => Ok(rows.len()),
+    }
+}
+
+async fn finish(
+    mut tx: Transaction<'_, Postgres>,
+    handled: Option<&OutboxRow>,
+) -> Result<(), sqlx::Error> {
+    if let Some(last) = handled {
+        db::outbox::move_cursor(&mut tx, Consumer::Mail, last).await?;
+    }
+    tx.commit().await
+}
+
+/// The confirmation a row asks for: an order written held.
+struct Confirmation {
+    order_id: OrderId,
+    email: String,
+    hold_expires_at: Option<OffsetDateTime>,
+}
+
+fn confirmation_of(row: &OutboxRow) -> Option<Confirmation> {
+    if row.kind != "order.created" || row.payload.get("status")?.as_str()? != "held" {
+        return None;
+    }
+    let hold_expires_at = row
+        .payload
+        .get("hold_expires_at")
+        .and_then(|at| at.as_str())
+        .and_then(|at| {
+            OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok()
+        });
+    Some(Confirmation {
+        order_id: OrderId::from(row.order_id?),
+        email: row.payload.get("email")?.as_str()?.to_owned(),
+        hold_expires_at,
+    })
+}
+
+/// Send the row's mail unless `mail_sent` has it, and record it.
+async fn send_once(
+    db: &PgPool,
+    key: &ConfirmKey,
+    settings: &MailSettings,
+    transport: &Transport,
+    row: &OutboxRow,
+    mail: &Confirmation,
+) -> Result<(), RoundError> {
+    let sent = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM mail_sent WHERE message_id = $1) AS "sent!""#,
+        row.id
+    )
+    .fetch_one(db)
+    .await?;
+    if sent {
+        return Ok(());
+    }
+    let link = format!(
+        "{}/orders/{}/confirm?t={}",
+        settings.public_url,
+        mail.order_id,
+        key.token(mail.order_id).as_str()
+    );
+    match transport {
+        Transport::Log => {
+            tracing::info!(order_id = %mail.order_id, %link, "confirmation link (no SMTP configured)");
+        }
+        Transport::Smtp(smtp) => {
+            let Some(message) = message(settings, row.id, mail, &link) else {
+                // An address our parser took but the mail library does not:
+                // nothing can reach it; the hold will expire.
+                tracing::warn!(order_id = %mail.order_id, "cannot mail this buyer's address");
+                return Ok(());
+            };
+            smtp.send(message)
+                .await
+                .map_err(|err| RoundError::Smtp(err.to_string()))?;
+        }
+    }
+    sqlx::query!(
+        "INSERT INTO mail_sent (message_id, order_id, recipient) VALUES ($1, $2, $3)
+         ON CONFLICT (message_id) DO NOTHING",
+        row.id,
+        mail.order_id.get(),
+        mail.email,
+    )
+    .execute(db)
+    .await?;
+    metrics::counter!("stampede_mails_sent_total").increment(1);
+    Ok(())
+}
+
+fn message(
+    settings: &MailSettings,
+    message_id: Uuid,
+    mail: &Confirmation,
+    link: &str,
+) -> Option<Message> {
+    let to = mail.email.parse::<Mailbox>().ok()?;
+    let until = mail
+        .hold_expires_at
+        .map(|at| format!(" before {}", format_time(at)))
+        .unwrap_or_default();
+    let body = format!(
+        "Your tickets are held for you. Confirm your order{until} to get them:\n\n\
+         {link}\n\n\
+         If you did not order tickets, ignore this mail: the hold ends by itself \
+         and nothing is charged.\n"
+    );
+    Message::builder()
+        .from(settings.from.clone())
+        .to(to)
+        .subject("Confirm your tickets")
+        .message_id(Some(format!("<{message_id}@stampede>")))
+        .header(ContentType::TEXT_PLAIN)
+        .body(plain_body(body))
+        .ok()
+}
+
+/// The body as 7bit when it is plain ASCII in lines of under 998
+/// characters (RFC 5322), so that the link stays one line that any reader
+/// can follow; the mail library would pick quoted-printable for lines over
+/// 76 characters, splitting the link. Otherwise the library chooses.
+fn plain_body(text: String) -> Body {
+    let fits = text.is_ascii() && !text.contains('\r') && text.lines().all(|line| line.len() < 998);
+    if fits {
+        let crlf = text.replace('\n', "\r\n");
+        Body::dangerous_pre_encoded(crlf.into_bytes(), ContentTransferEncoding::SevenBit)
+    } else {
+        Body::new(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_body_keeps_its_long_link_on_one_line() {
+        let link = format!(
+            "https://tickets.example.org/orders/{}/confirm?t={}",
+            Uuid::nil(),
+            "a".repeat(43)
+        );
+        let body = plain_body(format!("Confirm:\n\n{link}\n"));
+        assert_eq!(body.encoding(), ContentTransferEncoding::SevenBit);
+        let text = String::from_utf8(body.into_vec()).unwrap();
+        assert_eq!(text, format!("Confirm:\r\n\r\n{link}\r\n"));
+        // Not plain ASCII: the library's own choice.
+        let body = plain_body("Bestätigen\n".to_owned());
+        assert_ne!(body.encoding(), ContentTransferEncoding::SevenBit);
+    }
+
+    #[test]
+    fn settings_refuse_a_bad_sender_or_public_address() {
+        assert!(MailSettings::new(None, "not an address", "http://x.test").is_err());
+        for url in ["ftp://x.test", "x.test", "http://"] {
+            assert!(MailSettings::new(None, "a@b.test", url).is_err(), "{url}");
+        }
+        let ok = MailSettings::new(None, "Tickets <a@b.test>", "https://x.test/").unwrap();
+        assert_eq!(ok.public_url, "https://x.test");
+        let bad = MailSettings::new(
+            Some("http://user:hunter2@x".into()),
+            "a@b.test",
+            "http://x.test",
+        )
+        .ok()
+        .map(|s| Transport::new(&s).err().unwrap_or_default())
+        .unwrap_or_default();
+        assert!(
+            bad.starts_with("--smtp-url") && !bad.contains("hunter2"),
+            "{bad}"
+        );
+    }
+
+    #[test]
+    fn only_held_orders_created_ask_for_a_mail() {
+        let row = |kind: &str, status: &str| OutboxRow {
+            xid: 1,
+            position: 1,
+            id: Uuid::new_v4(),
+            kind: kind.to_owned(),
+            event_id: Uuid::new_v4(),
+            order_id: Some(Uuid::new_v4()),
+            ticket_type_id: None,
+            sequence: 1,
+            payload: serde_json::json!({
+                "status": status, "email": "a@b.test",
+                "hold_expires_at": "2027-01-01T10:00:00Z",
+            }),
+            created_at: OffsetDateTime::UNIX_EPOCH,
+        };
+        let mail = confirmation_of(&row("order.created", "held")).unwrap();
+        assert_eq!(mail.email, "a@b.test");
+        assert!(mail.hold_expires_at.is_some());
+        assert!(confirmation_of(&row("order.created", "confirmed")).is_none());
+        assert!(confirmation_of(&row("order.confirmed", "held")).is_none());
+    }
+}
