@@ -160,3 +160,19 @@ if (liveRoom) {
   };
   setTimeout(refresh, 5000);
 }
+
+// A held order's time left, counted against the server's clock (the page
+// reloads itself at the end without this).
+for (const until of document.querySelectorAll("time[data-countdown]")) {
+  const ends = Date.parse(until.getAttribute("datetime"));
+  const skew = Number(until.dataset.serverNow) - Date.now();
+  const left = document.createElement("span");
+  left.className = "time-left";
+  until.after(left);
+  const tick = () => {
+    const s = Math.max(0, Math.round((ends - (Date.now() + skew)) / 1000));
+    left.textContent = ` (${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")} left)`;
+    if (s > 0) setTimeout(tick, 1000);
+  };
+  tick();
+}

@@ -32,7 +32,12 @@ use fantoccini::{Client, ClientBuilder, Locator, elements::Element};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
 use sqlx::PgPool;
-use stampede::clock::Clock as _;
+use stampede::{
+    clock::{Clock as _, ManualClock},
+    domain::ConfirmKey,
+    mail::MailSettings,
+    web::AppState,
+};
 use time::{Duration as Span, macros::time};
 use uuid::Uuid;
 
@@ -529,6 +534,81 @@ async fn a_staff_member_checks_a_ticket_in_once_at_the_door_in_a_real_browser(po
     staff.close().await.unwrap();
 }
 
+/// Issue 13, a held sale in a real browser: the buyer buys, lands on the
+/// held order (no tickets yet), the confirmation mail arrives at a real SMTP
+/// server on loopback (`common::smtp`), and its link, opened in the browser,
+/// confirms the order and shows its tickets.
+#[sqlx::test]
+async fn a_buyer_confirms_a_held_order_from_the_mail_in_a_real_browser(pool: PgPool) {
+    let driver = Chromedriver::start().await;
+    let sink = common::smtp::Sink::start().await;
+    let fixture = common::published_event(&pool, &[common::TicketSpec::new(5, 2, 2)]).await;
+    sqlx::query("UPDATE events SET hold_seconds = 600 WHERE id = $1")
+        .bind(fixture.event_id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let key = ConfirmKey::random();
+    let clock = ManualClock::new(common::now());
+    let state = AppState::new(pool.clone())
+        .with_clock(clock.clone())
+        .with_confirm_key(key.clone());
+    let app = TestApp::spawn_state(pool.clone(), clock, state).await;
+    let settings = MailSettings::new(
+        Some(sink.url()),
+        "Stampede <tickets@example.org>",
+        &app.url(""),
+    )
+    .unwrap();
+    let mailer = stampede::mail::spawn(pool.clone(), key, settings).unwrap();
+
+    let buyer = driver.browser().await;
+    buyer
+        .goto(&app.url(&format!("/events/{}", fixture.event_id)))
+        .await
+        .unwrap();
+    fill_buy_form(
+        &buyer,
+        fixture.ticket_type_id(),
+        "2",
+        "held.buyer@example.org",
+    )
+    .await;
+    click(&buyer, "form.buy button[type=submit]").await;
+    let path = wait_for_path(&buyer, "the held order", |p| p.starts_with("/orders/")).await;
+    let order = order_id(&path);
+    assert_eq!(texts(&buyer, "main h1").await, ["2 tickets held for you"]);
+    assert!(
+        buyer.find(Locator::Css("ol.tickets")).await.is_err(),
+        "a held order shows no ticket"
+    );
+    assert_eq!(order_status(&pool, order).await, "held");
+    assert_eq!(ticket_count(&pool).await, 0);
+    // static/app.js counts the ten minutes down against the server's clock.
+    let left = until(&buyer, "the countdown", || async {
+        let shown = texts(&buyer, ".time-left").await;
+        shown.first().filter(|t| t.ends_with("left)")).cloned()
+    })
+    .await;
+    assert!(left.starts_with("(9:") || left == "(10:00 left)", "{left}");
+    screenshot(&buyer, "held-order").await;
+
+    let mails = sink.wait_for(1, WAIT).await;
+    assert_eq!(mails.len(), 1, "the confirmation mail arrives");
+    assert_eq!(mails[0].to, ["held.buyer@example.org"]);
+    let link = mails[0]
+        .line_starting(&app.url("/orders/"))
+        .expect("the mail carries the link");
+    buyer.goto(&link).await.unwrap();
+    let confirmed = format!("/orders/{order}");
+    wait_for_path(&buyer, "the confirmed order", |p| p == confirmed).await;
+    assert_eq!(texts(&buyer, "main h1").await, ["You have 2 tickets"]);
+    check_tickets(&buyer, &pool, order, 2).await;
+    assert_eq!(order_status(&pool, order).await, "confirmed");
+    mailer.abort();
+    buyer.close().await.unwrap();
+}
+
 /// id, name, price_minor, currency, capacity, remaining, max_per_order, max_per_buyer.
 type TicketTypeRow = (Uuid, String, i64, String, i32, i32, i32, i32);
 
@@ -710,7 +790,7 @@ async fn a_buyer_joins_the_waiting_room_waits_is_admitted_and_buys_in_a_real_bro
     let opens = (time::OffsetDateTime::now_utc() + Span::minutes(10))
         .replace_nanosecond(0)
         .unwrap();
-    let clock = stampede::clock::ManualClock::new(opens - Span::minutes(5));
+    let clock = ManualClock::new(opens - Span::minutes(5));
     // A real (if small) proof of work: 2^12 hashes for the worker.
     let rooms = Rooms::new(RoomKey::random(), 10).with_proof_bits(12);
     let state = AppState::new(pool.clone())

@@ -108,6 +108,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub label: Option<String>,
 
+    /// The events hold their orders this many minutes for the buyer's
+    /// confirmation by mail (issue 13): the hold path instead of the sale.
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..=120))]
+    pub hold_minutes: Option<i32>,
+
     /// Print the report as one line of JSON instead of a table.
     #[arg(long)]
     pub json: bool,

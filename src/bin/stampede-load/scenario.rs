@@ -75,6 +75,8 @@ pub struct Plan {
     pub quantity: QuantitySpec,
     pub max_per_order: i32,
     pub max_per_buyer: i32,
+    /// The events hold orders this long (seconds) for mail confirmation.
+    pub hold_seconds: Option<i32>,
 }
 
 /// More tickets than any run on one machine can sell.
@@ -137,6 +139,7 @@ impl Plan {
             quantity,
             max_per_order,
             max_per_buyer: max_per_order,
+            hold_seconds: args.hold_minutes.map(|m| m * 60),
         };
         if plan.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
             anyhow::bail!("--rate must be a positive number of attempts per second");

@@ -52,14 +52,16 @@ pub async fn create(db: &PgPool, plan: &Plan) -> anyhow::Result<Sale> {
     .context("creating the organizer")?;
     let events = i32::try_from(plan.events)?;
     let event_ids = sqlx::query_scalar!(
-        r#"INSERT INTO events (organizer_id, title, description, venue, starts_at, sale_opens_at, status)
+        r#"INSERT INTO events (organizer_id, title, description, venue, starts_at, sale_opens_at, status,
+                              hold_seconds)
            SELECT $1, $2 || ' #' || n, 'Played by stampede-load.', 'Loopback Arena',
-                  now() + interval '30 days', now() - interval '1 hour', 'published'
+                  now() + interval '30 days', now() - interval '1 hour', 'published', $4
            FROM generate_series(1, $3::int) AS n
            RETURNING id"#,
         organizer_id,
         format!("Stampede load {} {tag}", plan.kind.name()),
         events,
+        plan.hold_seconds,
     )
     .fetch_all(&mut *tx)
     .await

@@ -50,7 +50,8 @@ pub fn page(
                             "Check your mailbox: we sent a confirmation link to " strong { (order.email) } ". "
                             "Follow it"
                             @if let Some(at) = order.hold_expires_at {
-                                " before " time datetime=(rfc3339(at)) data-countdown { (format_time(at)) }
+                                " before " time datetime=(rfc3339(at)) data-countdown
+                                    data-server-now=(now.unix_timestamp_nanos() / 1_000_000) { (format_time(at)) }
                             }
                             " to get your tickets; until then they are only held, and then they go back on sale."
                         }
