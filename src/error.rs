@@ -56,6 +56,9 @@ pub enum AppError {
     HoldExpired,
     #[error("This order is not waiting for a confirmation.")]
     NotHeld,
+    // Presale codes: uses are counted in tickets.
+    #[error("This presale code has {left} uses left; choose fewer tickets or another code.")]
+    CodeUsedUp { left: i32 },
     #[error(
         "{sold} tickets of this type are sold (or were, and were cancelled); a ticket type can be deleted only while none is."
     )]
@@ -99,6 +102,14 @@ pub enum AppError {
 }
 
 impl AppError {
+    /// A presale code that does not unlock the ticket type, or not now.
+    pub fn code_not_valid() -> Self {
+        Self::Invalid(InvalidField::new(
+            "presale_code",
+            "This presale code does not unlock this ticket type, or is not valid at this time.",
+        ))
+    }
+
     pub fn status(&self) -> StatusCode {
         match self {
             Self::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -117,6 +128,7 @@ impl AppError {
             | Self::AlreadyCancelled
             | Self::EventStarted
             | Self::NotHeld
+            | Self::CodeUsedUp { .. }
             | Self::TicketTypeSold { .. }
             | Self::LastTicketType
             | Self::EventCancelled => StatusCode::CONFLICT,
@@ -157,6 +169,7 @@ impl AppError {
             Self::EventStarted => "event_started",
             Self::HoldExpired => "hold_expired",
             Self::NotHeld => "not_held",
+            Self::CodeUsedUp { .. } => "code_used_up",
             Self::TicketTypeSold { .. } => "ticket_type_sold",
             Self::LastTicketType => "last_ticket_type",
             Self::EventCancelled => "event_cancelled",
@@ -186,6 +199,7 @@ impl AppError {
             | Self::BuyerLimit { .. }
             | Self::EventBuyerLimit { .. } => Some("quantity"),
             Self::IdempotencyConflict => Some("idempotency_key"),
+            Self::CodeUsedUp { .. } => Some("presale_code"),
             Self::NonceReused => Some("nonce"),
             Self::ProofRequired | Self::ProofExpired | Self::ProofInvalid | Self::ProofReused => {
                 Some("proof")

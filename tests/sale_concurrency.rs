@@ -604,6 +604,7 @@ async fn set_capacity(pool: &PgPool, fixture: &Fixture, capacity: i32) -> Result
         max_per_order: "1".into(),
         max_per_buyer: "1".into(),
         price_is_minor: false,
+        hidden: false,
     });
     stampede::db::events::update(
         pool,
@@ -737,6 +738,7 @@ async fn set_buyer_limit(pool: &PgPool, fixture: &Fixture, limit: i64) -> Result
         max_per_order: "1".into(),
         max_per_buyer: limit.to_string(),
         price_is_minor: false,
+        hidden: false,
     });
     stampede::db::events::update(
         pool,

@@ -3,16 +3,18 @@ WITH new_orders AS (
     -- token is derived from the id); without, both arrays are empty.
     INSERT INTO orders (id, ticket_type_id, email, quantity, idempotency_key, unit_price_minor,
                         currency, cancel_secret_hash, buyer_key, queue_entry_id,
-                        status, hold_expires_at, confirm_token_hash)
+                        status, hold_expires_at, confirm_token_hash, presale_code_id)
     SELECT coalesce(r.id, gen_random_uuid()), $1, r.email, r.quantity, r.idempotency_key, $5, $6,
            r.hash, r.buyer_key, r.queue_entry_id,
            CASE WHEN $17::int4 IS NULL THEN 'confirmed' ELSE 'held' END,
-           $9::timestamptz + make_interval(secs => $17::int4), r.token_hash
+           $9::timestamptz + make_interval(secs => $17::int4), r.token_hash, r.code_id
     FROM unnest($2::text[], $3::int4[], $4::text[], $10::bytea[], $11::text[], $14::uuid[],
-                $15::uuid[], $16::bytea[])
-         AS r (email, quantity, idempotency_key, hash, buyer_key, queue_entry_id, id, token_hash)
+                $15::uuid[], $16::bytea[], $18::uuid[])
+         AS r (email, quantity, idempotency_key, hash, buyer_key, queue_entry_id, id, token_hash,
+               code_id)
     ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
-    RETURNING id, email, quantity, idempotency_key, status, created_at, buyer_key, hold_expires_at
+    RETURNING id, email, quantity, idempotency_key, status, created_at, buyer_key, hold_expires_at,
+              presale_code_id
 ), held AS (
     INSERT INTO buyer_holdings (ticket_type_id, buyer_key, quantity)
     SELECT $1, n.buyer_key, sum(n.quantity)::int4 FROM new_orders n
@@ -29,6 +31,14 @@ WITH new_orders AS (
         SET quantity = event_buyer_holdings.quantity + EXCLUDED.quantity
         WHERE event_buyer_holdings.quantity + EXCLUDED.quantity
               <= COALESCE($13, event_buyer_holdings.quantity + EXCLUDED.quantity)
+    RETURNING 1
+), coded AS (
+    -- Presale codes' uses, like the stock: on the code's own row, within
+    -- its limit, or the batch is wrong and rolls back.
+    UPDATE presale_codes c SET used = c.used + s.quantity
+    FROM (SELECT n.presale_code_id AS id, sum(n.quantity)::int4 AS quantity FROM new_orders n
+          WHERE n.presale_code_id IS NOT NULL GROUP BY n.presale_code_id) s
+    WHERE c.id = s.id AND c.used + s.quantity <= c.max_uses
     RETURNING 1
 ), seats AS (
     INSERT INTO tickets (order_id, position)
@@ -57,5 +67,6 @@ SELECT n.id AS "id!", n.email AS "email!", n.quantity AS "quantity!",
        n.created_at AS "created_at!", n.hold_expires_at,
        (SELECT count(*) FROM held) AS "held!",
        (SELECT count(*) FROM held_in_event) AS "held_in_event!",
+       (SELECT count(*) FROM coded) AS "coded!", n.presale_code_id,
        (SELECT remaining FROM stock) AS "remaining?"
 FROM new_orders n

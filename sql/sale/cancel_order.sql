@@ -4,7 +4,7 @@ WITH cancelled AS (
     WHERE o.id = $1 AND o.status IN ('held', 'confirmed') AND o.cancel_secret_hash = $2
       AND t.id = o.ticket_type_id AND t.event_starts_at > $3
     RETURNING o.id, o.ticket_type_id, t.event_id, o.buyer_key, o.email, o.quantity, o.status,
-              o.cancelled_at,
+              o.cancelled_at, o.presale_code_id,
               -- After 'order.created' (1), and 'order.confirmed' (2) for a confirmed hold.
               CASE WHEN o.confirmed_at IS NULL THEN 2 ELSE 3 END AS sequence
 ), outboxed AS (
@@ -16,4 +16,5 @@ WITH cancelled AS (
                               'reason', 'buyer')
     FROM cancelled c
 )
-SELECT ticket_type_id, COALESCE(buyer_key, email) AS "buyer_key!", quantity FROM cancelled
+SELECT ticket_type_id, COALESCE(buyer_key, email) AS "buyer_key!", quantity, presale_code_id
+FROM cancelled

@@ -1,6 +1,6 @@
 SELECT (SELECT o.id FROM orders o WHERE o.email = $2 AND o.idempotency_key = $3)
            AS "existing_order?",
-       t.remaining, t.max_per_order, t.max_per_buyer, t.sales_halted,
+       t.remaining, t.max_per_order, t.max_per_buyer, t.sales_halted, t.hidden,
        e.max_per_buyer AS event_max_per_buyer,
        e.status AS "status: EventStatus", e.sale_opens_at, e.sale_closes_at,
        e.starts_at

@@ -10,7 +10,7 @@ WITH due AS (
     FROM due, ticket_types t
     WHERE o.id = due.id AND o.status = 'held' AND t.id = o.ticket_type_id
     RETURNING o.id, o.ticket_type_id, t.event_id, COALESCE(o.buyer_key, o.email) AS buyer_key,
-              o.quantity, o.status, o.hold_expires_at
+              o.quantity, o.status, o.hold_expires_at, o.presale_code_id
 ), outboxed AS (
     INSERT INTO outbox (kind, event_id, order_id, ticket_type_id, sequence, payload)
     SELECT 'order.expired', e.event_id, e.id, e.ticket_type_id, 2,
@@ -20,5 +20,5 @@ WITH due AS (
     FROM expired e
 )
 SELECT ticket_type_id AS "ticket_type_id!", event_id AS "event_id!", buyer_key AS "buyer_key!",
-       quantity AS "quantity!"
+       quantity AS "quantity!", presale_code_id
 FROM expired

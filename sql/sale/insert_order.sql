@@ -3,11 +3,11 @@ WITH new_order AS (
     -- derived from the id); the hash is kept only if the event holds orders.
     INSERT INTO orders (id, ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency,
                         cancel_secret_hash, buyer_key, queue_entry_id,
-                        status, hold_expires_at, confirm_token_hash)
+                        status, hold_expires_at, confirm_token_hash, presale_code_id)
     SELECT $8, t.id, $2, $3, $4, t.price_minor, t.currency, $5, $6, $7,
            CASE WHEN e.hold_seconds IS NULL THEN 'confirmed' ELSE 'held' END,
            $10::timestamptz + make_interval(secs => e.hold_seconds),
-           CASE WHEN e.hold_seconds IS NULL THEN NULL ELSE $9::bytea END
+           CASE WHEN e.hold_seconds IS NULL THEN NULL ELSE $9::bytea END, $11
     FROM ticket_types t JOIN events e ON e.id = t.event_id WHERE t.id = $1
     ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
     RETURNING id, ticket_type_id, email, quantity, status, unit_price_minor, currency, created_at,

@@ -61,6 +61,8 @@ pub struct TicketType {
     /// Tickets in held orders, waiting for their buyers' confirmation:
     /// taken from `remaining`, but they may come back.
     pub held: i64,
+    /// Shown and sold only with a presale code that unlocks it.
+    pub hidden: bool,
 }
 
 /// An event with its ticket types, in their order.
@@ -223,8 +225,9 @@ async fn insert_ticket_type(
 ) -> Result<TicketTypeId, AppError> {
     Ok(sqlx::query_scalar!(
         "INSERT INTO ticket_types
-             (event_id, position, name, price_minor, currency, capacity, remaining, max_per_order, max_per_buyer)
-         VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8) RETURNING id",
+             (event_id, position, name, price_minor, currency, capacity, remaining, max_per_order,
+              max_per_buyer, hidden)
+         VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9) RETURNING id",
         event_id.get(),
         position,
         tt.name,
@@ -233,6 +236,7 @@ async fn insert_ticket_type(
         tt.capacity,
         tt.max_per_order,
         tt.max_per_buyer,
+        tt.hidden,
     )
     .fetch_one(tx)
     .await?
@@ -276,6 +280,7 @@ pub async fn update(
             tt.max_per_buyer,
             position as i32,
             tt.capacity,
+            tt.hidden,
         )
         .fetch_optional(&mut *tx)
         .await?;
@@ -465,10 +470,14 @@ async fn find_where(
     Ok(with_ticket_types(db, Vec::from_iter(event)).await?.pop())
 }
 
-/// A published event, as buyers may see it.
+/// A published event, as buyers may see it: without its hidden ticket
+/// types (a presale code shows those, `db::presale::unlocked_hidden`).
 pub async fn find_published(db: &PgPool, event_id: EventId) -> Result<EventDetail, AppError> {
     match find(db, event_id).await? {
-        Some(detail) if detail.event.status != EventStatus::Draft => Ok(detail),
+        Some(mut detail) if detail.event.status != EventStatus::Draft => {
+            detail.ticket_types.retain(|t| !t.hidden);
+            Ok(detail)
+        }
         _ => Err(AppError::NotFound),
     }
 }
@@ -508,7 +517,11 @@ pub async fn list_published_page(
     } else {
         None
     };
-    Ok((with_ticket_types(db, events).await?, next))
+    let mut details = with_ticket_types(db, events).await?;
+    for detail in &mut details {
+        detail.ticket_types.retain(|t| !t.hidden);
+    }
+    Ok((details, next))
 }
 
 /// One organizer's events, whatever their status.
@@ -584,7 +597,7 @@ async fn with_ticket_types(db: &PgPool, events: Vec<Event>) -> Result<Vec<EventD
     let ticket_types = sqlx::query_as!(
         TicketType,
         r#"SELECT t.id, t.event_id, t.name, t.price_minor, t.currency, t.capacity, t.remaining,
-                  t.max_per_order, t.max_per_buyer, t.sales_halted,
+                  t.max_per_order, t.max_per_buyer, t.sales_halted, t.hidden,
                   (SELECT coalesce(sum(o.quantity), 0) FROM orders o
                    WHERE o.ticket_type_id = t.id AND o.status = 'held') AS "held!"
            FROM ticket_types t WHERE t.event_id = ANY($1) ORDER BY t.position, t.created_at"#,

@@ -9,6 +9,7 @@ pub mod order_sync;
 pub mod orders;
 pub mod organizers;
 pub mod outbox;
+pub mod presale;
 pub mod webhooks;
 
 /// One round trip: the database answers (readiness).

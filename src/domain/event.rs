@@ -56,6 +56,8 @@ pub struct TicketTypeInput {
     pub capacity: String,
     pub max_per_order: String,
     pub max_per_buyer: String,
+    /// Only with a presale code (see `domain::PresaleCode`).
+    pub hidden: bool,
 }
 
 impl TicketTypeInput {
@@ -94,6 +96,8 @@ pub struct NewTicketType {
     pub capacity: i32,
     pub max_per_order: i32,
     pub max_per_buyer: i32,
+    /// Shown and sold only with a presale code that unlocks it.
+    pub hidden: bool,
 }
 
 impl EventInput {
@@ -235,6 +239,7 @@ impl TicketTypeInput {
             capacity: capacity as i32,
             max_per_order: max_per_order as i32,
             max_per_buyer: max_per_buyer as i32,
+            hidden: self.hidden,
         })
     }
 }

@@ -15,6 +15,7 @@ mod listing;
 mod money;
 mod order_search;
 mod organizer_api;
+mod presale;
 mod quantity;
 mod sale_window;
 mod sales_chart;
@@ -47,6 +48,10 @@ pub use order_search::{
 pub use organizer_api::{
     DEFAULT_EVENTS_LIMIT, DEFAULT_ORDERS_LIMIT, EventListQuery, MAX_ORDERS_LIMIT,
     MAX_SALES_MINUTES, OrderCursor, OrderQuery, SalesRange,
+};
+pub use presale::{
+    CodeInput, MAX_CODE_USES, MAX_CODES_PER_BATCH, NewCodes, PresaleCode, code_is_current,
+    optional_code,
 };
 pub use quantity::{MAX_QUANTITY, Quantity};
 pub use sale_window::{SaleState, SaleWindow};

@@ -41,7 +41,7 @@ use super::{
 use crate::{
     domain::{
         BuyerKey, BuyerLimits, CancelSecret, ConfirmKey, EventStatus, OrderId, OrderStatus,
-        SaleState, SaleWindow, TicketTypeId,
+        SaleState, SaleWindow, TicketTypeId, code_is_current,
     },
     error::AppError,
 };
@@ -342,6 +342,20 @@ struct Locked {
     sales_halted: bool,
     price_minor: i64,
     currency: String,
+    /// Sold only with a presale code that unlocks it.
+    hidden: bool,
+}
+
+/// A presale code named in the batch, read under its row lock.
+#[derive(Debug, Clone)]
+struct CodeRow {
+    id: uuid::Uuid,
+    /// Uses (tickets) left.
+    left: i32,
+    valid_from: Option<OffsetDateTime>,
+    valid_until: Option<OffsetDateTime>,
+    /// It unlocks this batch's ticket type.
+    unlocks: bool,
 }
 
 /// Whether the batch failed because it ran into its deadline (the lock or
@@ -415,22 +429,46 @@ async fn sell_batch(
         })
         .collect();
     let existing = existing_orders(&mut *tx, &emails, &keys).await?;
+    let codes = codes(&mut tx, ticket_type_id, locked.event_id, jobs).await?;
     let held = holdings(&mut tx, ticket_type_id, locked.event_id, &buyers).await?;
 
-    let decisions = decide(jobs, &buyers, &locked, limits, &window, &existing, held);
+    let rules = Rules {
+        locked: &locked,
+        limits,
+        window: &window,
+        existing: &existing,
+    };
+    let decisions = decide(jobs, &buyers, &rules, held, codes);
     let selling: Vec<(&Job, &BuyerKey)> = jobs
         .iter()
         .zip(&buyers)
         .zip(&decisions)
-        .filter(|(_, d)| matches!(d, Decision::Sell))
+        .filter(|(_, d)| matches!(d, Decision::Sell { .. }))
         .map(|(sale, _)| sale)
+        .collect();
+    // The presale code of each sale, in the same order.
+    let code_ids: Vec<Option<uuid::Uuid>> = decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Sell { code } => Some(*code),
+            _ => None,
+        })
         .collect();
     let created = if selling.is_empty() {
         tx.rollback().await?;
         Written::default()
     } else {
         let hold = event.hold_seconds.map(|seconds| (seconds, confirm_key));
-        let written = write(&mut tx, ticket_type_id, &locked, limits, hold, &selling).await?;
+        let written = write(
+            &mut tx,
+            ticket_type_id,
+            &locked,
+            limits,
+            hold,
+            &selling,
+            &code_ids,
+        )
+        .await?;
         tx.commit().await?;
         written
     };
@@ -441,7 +479,7 @@ async fn sell_batch(
         .map(|(job, decision)| match decision {
             Decision::Refuse(err) => Some(Err(err)),
             Decision::Replay(order) => Some(replay(order, &job.request)),
-            Decision::Sell => {
+            Decision::Sell { .. } => {
                 created
                     .orders
                     .get(&order_key(&job.request))
@@ -481,7 +519,10 @@ fn order_key(request: &PurchaseRequest) -> (String, String) {
 }
 
 enum Decision {
-    Sell,
+    /// Sold, with this presale code's uses if it came with one.
+    Sell {
+        code: Option<uuid::Uuid>,
+    },
     Refuse(AppError),
     /// The key was used before this batch: that order's replay.
     Replay(Order),
@@ -489,17 +530,29 @@ enum Decision {
     Twin,
 }
 
+/// What a batch's requests are decided against, read under the row lock.
+struct Rules<'a> {
+    locked: &'a Locked,
+    limits: BuyerLimits,
+    window: &'a SaleWindow,
+    existing: &'a HashMap<(String, String), Order>,
+}
+
 /// Each request in arrival order, against what is left after the ones
 /// before it: the whole of the rules that the writes then re-check.
 fn decide(
     jobs: &[Job],
     buyers: &[BuyerKey],
-    locked: &Locked,
-    limits: BuyerLimits,
-    window: &SaleWindow,
-    existing: &HashMap<(String, String), Order>,
+    rules: &Rules<'_>,
     mut held: Held,
+    mut codes: HashMap<String, CodeRow>,
 ) -> Vec<Decision> {
+    let Rules {
+        locked,
+        limits,
+        window,
+        existing,
+    } = *rules;
     let mut remaining = locked.remaining;
     let mut keys_seen = HashSet::new();
     let mut entries_seen = HashSet::new();
@@ -547,6 +600,21 @@ fn decide(
             {
                 return Decision::Refuse(AppError::PassSpent);
             }
+            // A presale code must unlock the type, now; a hidden type is
+            // not there without one.
+            let code = match &request.presale_code {
+                None if locked.hidden => return Decision::Refuse(AppError::NotFound),
+                None => None,
+                Some(code) => match codes.get(code.as_str()) {
+                    Some(row)
+                        if row.unlocks
+                            && code_is_current(row.valid_from, row.valid_until, job.now) =>
+                    {
+                        Some(code.as_str())
+                    }
+                    _ => return Decision::Refuse(AppError::code_not_valid()),
+                },
+            };
             let quantity = request.quantity.get();
             if quantity > locked.max_per_order {
                 return Decision::Refuse(AppError::OrderLimit {
@@ -564,11 +632,21 @@ fn decide(
             if remaining < quantity {
                 return Decision::Refuse(AppError::NotEnoughLeft { remaining });
             }
+            let code = match code.and_then(|code| codes.get_mut(code)) {
+                Some(row) if row.left < quantity => {
+                    return Decision::Refuse(AppError::CodeUsedUp { left: row.left });
+                }
+                Some(row) => {
+                    row.left -= quantity;
+                    Some(row.id)
+                }
+                None => None,
+            };
             remaining -= quantity;
             *held.of_type.entry(buyer.as_str().to_owned()).or_insert(0) += quantity;
             *held.in_event.entry(buyer.as_str().to_owned()).or_insert(0) += quantity;
             entries_seen.extend(request.queue_entry);
-            Decision::Sell
+            Decision::Sell { code }
         })
         .collect()
 }
@@ -600,6 +678,49 @@ async fn existing_orders(
                     currency: row.currency,
                     created_at: row.created_at,
                     hold_expires_at: row.hold_expires_at,
+                },
+            )
+        })
+        .collect())
+}
+
+/// The presale codes the batch's requests name, locked (in id order, after
+/// the ticket type's row, as the single path takes them), by code; no read
+/// when none names one.
+async fn codes(
+    tx: &mut Transaction<'_, Postgres>,
+    ticket_type_id: TicketTypeId,
+    event_id: uuid::Uuid,
+    jobs: &[Job],
+) -> Result<HashMap<String, CodeRow>, AppError> {
+    let mut named: Vec<&str> = jobs
+        .iter()
+        .filter_map(|j| j.request.presale_code.as_ref().map(|c| c.as_str()))
+        .collect();
+    if named.is_empty() {
+        return Ok(HashMap::new());
+    }
+    named.sort_unstable();
+    named.dedup();
+    let rows = sqlx::query_file!(
+        "sql/sale/batch_codes.sql",
+        event_id,
+        ticket_type_id.get(),
+        &named as &[&str],
+    )
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            (
+                row.code,
+                CodeRow {
+                    id: row.id,
+                    left: row.left,
+                    valid_from: row.valid_from,
+                    valid_until: row.valid_until,
+                    unlocks: row.unlocks,
                 },
             )
         })
@@ -663,7 +784,15 @@ async fn write(
     limits: BuyerLimits,
     hold: Option<(i32, &ConfirmKey)>,
     selling: &[(&Job, &BuyerKey)],
+    code_ids: &[Option<uuid::Uuid>],
 ) -> Result<Written, AppError> {
+    // Without any code, an empty array: unnest pads it with NULLs.
+    let code_ids: &[Option<uuid::Uuid>] = if code_ids.iter().all(Option::is_none) {
+        &[]
+    } else {
+        code_ids
+    };
+
     let (ids, token_hashes): (Vec<uuid::Uuid>, Vec<Vec<u8>>) = match hold {
         Some((_, key)) => selling
             .iter()
@@ -715,6 +844,7 @@ async fn write(
         &ids,
         &token_hashes,
         hold.map(|(seconds, _)| seconds),
+        code_ids as &[Option<uuid::Uuid>],
     )
     .fetch_all(&mut **tx)
     .await?;
@@ -732,13 +862,23 @@ async fn write(
         })
         .collect();
     let remaining = rows.first().and_then(|r| r.remaining);
+    let codes_used = rows
+        .iter()
+        .filter_map(|r| r.presale_code_id)
+        .collect::<HashSet<_>>()
+        .len() as i64;
     if let Some(first) = rows.first() {
         let buyers = written_buyers.len() as i64;
-        if first.held != buyers || first.held_in_event != buyers || remaining.is_none() {
+        if first.held != buyers
+            || first.held_in_event != buyers
+            || remaining.is_none()
+            || first.coded != codes_used
+        {
             return Err(AppError::internal(anyhow::anyhow!(
-                "a batch write was refused by its guards: {buyers} buyers, {} + {} holdings, stock {remaining:?}",
+                "a batch write was refused by its guards: {buyers} buyers, {} + {} holdings, stock {remaining:?}, {} of {codes_used} codes",
                 first.held,
                 first.held_in_event,
+                first.coded,
             )));
         }
     }

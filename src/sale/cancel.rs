@@ -57,6 +57,7 @@ pub async fn cancel(
         order.ticket_type_id,
         &order.buyer_key,
         order.quantity,
+        order.presale_code_id,
     )
     .await?;
     tx.commit().await?;
@@ -100,6 +101,7 @@ pub async fn cancel_by_organizer(
         order.ticket_type_id,
         &order.buyer_key,
         order.quantity,
+        order.presale_code_id,
     )
     .await?;
     tx.commit().await?;
@@ -108,18 +110,25 @@ pub async fn cancel_by_organizer(
 }
 
 /// The rest of a cancel's transaction, once its order is marked cancelled:
-/// its tickets back on sale and the buyer's holdings freed.
-pub(super) async fn return_tickets(
+/// its tickets back on sale, its presale code's uses given back and the
+/// buyer's holdings freed.
+async fn return_tickets(
     tx: &mut sqlx::PgConnection,
     ticket_type_id: uuid::Uuid,
     buyer_key: &str,
     quantity: i32,
+    presale_code_id: Option<uuid::Uuid>,
 ) -> Result<(), AppError> {
-    // The ticket type's row before the holdings: the engine's batches lock
-    // in that order (the row, then holdings), so the two cannot deadlock.
+    // The ticket type's row, then the code's, then the holdings: the
+    // engine's batches lock in that order, so the two cannot deadlock.
     sqlx::query_file!("sql/sale/cancel_restock.sql", ticket_type_id, quantity)
         .execute(&mut *tx)
         .await?;
+    if let Some(code_id) = presale_code_id {
+        sqlx::query_file!("sql/sale/release_code.sql", code_id, quantity)
+            .execute(&mut *tx)
+            .await?;
+    }
     sqlx::query_file!(
         "sql/sale/cancel_release_type.sql",
         ticket_type_id,
@@ -205,6 +214,9 @@ pub async fn cancel_event(
         .execute(&mut *tx)
         .await?;
     sqlx::query_file!("sql/events/cancel_event_restock.sql", event_id.get())
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query_file!("sql/events/cancel_event_release_codes.sql", event_id.get())
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;

@@ -21,6 +21,8 @@ pub(super) struct SaleCheck {
     pub event_max_per_buyer: Option<i32>,
     /// Set (on the hot row) when the event is being cancelled.
     pub sales_halted: bool,
+    /// Sold only with a presale code that unlocks it.
+    pub hidden: bool,
     pub window: SaleWindow,
 }
 
@@ -45,6 +47,7 @@ impl SaleCheck {
             max_per_buyer: row.max_per_buyer,
             event_max_per_buyer: row.event_max_per_buyer,
             sales_halted: row.sales_halted,
+            hidden: row.hidden,
             window: SaleWindow {
                 status: row.status,
                 opens_at: row.sale_opens_at,
@@ -114,6 +117,7 @@ mod tests {
             max_per_buyer: 6,
             event_max_per_buyer: None,
             sales_halted: false,
+            hidden: false,
             window: SaleWindow {
                 status: EventStatus::Published,
                 opens_at: OPENS,

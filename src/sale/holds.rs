@@ -91,10 +91,10 @@ pub async fn confirm(
 
 /// Expire up to [`EXPIRE_BATCH`] holds due at `now`, in one transaction:
 /// mark them expired, put their tickets back on sale and free the buyers'
-/// limits. Returns how many expired. Locks are taken in the order the sale
-/// and a cancel take them (the order rows, the ticket type rows, then the
-/// holdings, each in key order), so sweepers, batches and cancels cannot
-/// deadlock.
+/// limits and the presale codes' uses. Returns how many expired. Locks are
+/// taken in the order the sale and a cancel take them (the order rows, the
+/// ticket type rows, the codes, then the holdings, each in key order), so
+/// sweepers, batches and cancels cannot deadlock.
 #[tracing::instrument(skip(db))]
 pub async fn expire_holds(db: &PgPool, now: OffsetDateTime) -> Result<u64, AppError> {
     let mut tx = db.begin().await?;
@@ -106,10 +106,14 @@ pub async fn expire_holds(db: &PgPool, now: OffsetDateTime) -> Result<u64, AppEr
         return Ok(0);
     }
     let mut stock: BTreeMap<uuid::Uuid, i32> = BTreeMap::new();
+    let mut codes: BTreeMap<uuid::Uuid, i32> = BTreeMap::new();
     let mut of_type: BTreeMap<(uuid::Uuid, &str), i32> = BTreeMap::new();
     let mut in_event: BTreeMap<(uuid::Uuid, &str), i32> = BTreeMap::new();
     for hold in &expired {
         *stock.entry(hold.ticket_type_id).or_default() += hold.quantity;
+        if let Some(code_id) = hold.presale_code_id {
+            *codes.entry(code_id).or_default() += hold.quantity;
+        }
         *of_type
             .entry((hold.ticket_type_id, hold.buyer_key.as_str()))
             .or_default() += hold.quantity;
@@ -119,6 +123,11 @@ pub async fn expire_holds(db: &PgPool, now: OffsetDateTime) -> Result<u64, AppEr
     }
     for (ticket_type_id, quantity) in stock {
         sqlx::query_file!("sql/sale/cancel_restock.sql", ticket_type_id, quantity)
+            .execute(&mut *tx)
+            .await?;
+    }
+    for (code_id, quantity) in codes {
+        sqlx::query_file!("sql/sale/release_code.sql", code_id, quantity)
             .execute(&mut *tx)
             .await?;
     }

@@ -50,8 +50,8 @@ use sold_out::{Flagged, SoldOut};
 
 use crate::{
     domain::{
-        CancelSecret, ConfirmKey, Email, EventId, IdempotencyKey, OrderId, OrderStatus, Quantity,
-        QueueEntryId, TicketTypeId,
+        CancelSecret, ConfirmKey, Email, EventId, IdempotencyKey, OrderId, OrderStatus,
+        PresaleCode, Quantity, QueueEntryId, TicketTypeId,
     },
     error::AppError,
     waiting_room::{DEFAULT_ENTRIES_PER_CLIENT, RoomKey, Rooms},
@@ -510,6 +510,10 @@ pub struct PurchaseRequest {
     /// The entry whose pass this purchase spends: set by [`Sales::purchase`]
     /// from the checked pass (whatever the caller put here is replaced).
     pub queue_entry: Option<QueueEntryId>,
+    /// The presale code the buyer gave: it must unlock the ticket type, be
+    /// within its window and have uses left (checked in the transaction).
+    /// A hidden ticket type is sold only with one.
+    pub presale_code: Option<PresaleCode>,
 }
 
 /// An order row, as the sale path and the API see it.
@@ -658,6 +662,7 @@ mod tests {
             idempotency_key: IdempotencyKey::generate(),
             pass: None,
             queue_entry: None,
+            presale_code: None,
         }
     }
 

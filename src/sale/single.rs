@@ -27,7 +27,9 @@ use super::{
     Order, Purchase, PurchaseRequest, check::SaleCheck, find_by_id, replay, replay_by_key,
 };
 use crate::{
-    domain::{BuyerKey, CancelSecret, ConfirmKey, OrderId, OrderStatus},
+    domain::{
+        BuyerKey, CancelSecret, ConfirmKey, OrderId, OrderStatus, PresaleCode, code_is_current,
+    },
     error::AppError,
 };
 
@@ -58,6 +60,10 @@ pub(super) async fn purchase(
         return replay(existing, request);
     }
     check.refusal(now, request.quantity)?;
+    if check.hidden && request.presale_code.is_none() {
+        // Invisible without a code: as if it did not exist.
+        return Err(AppError::NotFound);
+    }
 
     super::postgres_round("single");
     let mut tx = db.begin().await?;
@@ -71,6 +77,27 @@ pub(super) async fn purchase(
         .fetch_optional(&mut *tx)
         .await?;
     }
+    // 0. The presale code's uses, on its own row (after the ticket type's
+    //    row when that is locked first, as the engine's batches do).
+    let code_id = match &request.presale_code {
+        None => None,
+        Some(code) => {
+            let taken = sqlx::query_file_scalar!(
+                "sql/sale/take_code.sql",
+                request.ticket_type_id.get(),
+                code.as_str(),
+                quantity,
+                now,
+            )
+            .fetch_optional(&mut *tx)
+            .await?;
+            if taken.is_none() {
+                tx.rollback().await?;
+                return Err(code_refusal(db, request, code, now).await?);
+            }
+            taken
+        }
+    };
     let cancel_secret = CancelSecret::generate();
     let buyer = BuyerKey::from(&request.email);
     // Used only if the event holds its orders (the statement decides).
@@ -91,6 +118,7 @@ pub(super) async fn purchase(
         order_id.get(),
         token_hash,
         now,
+        code_id,
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -174,5 +202,28 @@ pub(super) async fn purchase(
     Ok(Purchase::Created {
         order,
         cancel_secret,
+    })
+}
+
+/// Why a presale code refused this purchase: not valid for it (or not now),
+/// or too few uses left.
+async fn code_refusal(
+    db: &PgPool,
+    request: &PurchaseRequest,
+    code: &PresaleCode,
+    now: OffsetDateTime,
+) -> Result<AppError, AppError> {
+    let row = sqlx::query_file!(
+        "sql/sale/code_refusal.sql",
+        request.ticket_type_id.get(),
+        code.as_str(),
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(match row {
+        Some(row) if row.unlocks && code_is_current(row.valid_from, row.valid_until, now) => {
+            AppError::CodeUsedUp { left: row.left }
+        }
+        _ => AppError::code_not_valid(),
     })
 }

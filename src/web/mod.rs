@@ -16,6 +16,7 @@ pub mod list_cache;
 mod organizer;
 mod pages;
 pub mod per_client;
+mod presale;
 pub mod purchase_limits;
 mod queue;
 mod state;
@@ -113,6 +114,11 @@ pub fn app(state: AppState) -> Router {
             "/organizer/events/{id}/waiting-room.json",
             get(dashboard::room_json),
         )
+        .route(
+            "/organizer/events/{id}/codes",
+            get(presale::show).post(presale::create),
+        )
+        .route("/organizer/events/{id}/codes.csv", get(presale::export))
         .route("/organizer/events/{id}/publish", post(organizer::publish))
         .route(
             "/organizer/events/{id}/unpublish",

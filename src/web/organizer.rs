@@ -338,6 +338,7 @@ fn event_input(fields: &FormFields) -> Result<EventInput, AppError> {
             capacity: get("capacity"),
             max_per_order: get("max_per_order"),
             max_per_buyer: get("max_per_buyer"),
+            hidden: get("hidden") == "on",
         };
         ticket_types.push(row);
     }
@@ -389,6 +390,7 @@ fn input_from(detail: &EventDetail) -> EventInput {
                 capacity: tt.capacity.to_string(),
                 max_per_order: tt.max_per_order.to_string(),
                 max_per_buyer: tt.max_per_buyer.to_string(),
+                hidden: tt.hidden,
             })
             .collect(),
     }

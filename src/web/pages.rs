@@ -21,10 +21,10 @@ use super::{
     },
 };
 use crate::{
-    db,
+    db::{self, events::EventDetail},
     domain::{
         CancelSecret, ConfirmToken, Email, EventCursor, EventId, ForField, IdempotencyKey,
-        InvalidField, OrderId, Quantity, TicketTypeId,
+        InvalidField, OrderId, Quantity, TicketTypeId, optional_code,
     },
     error::AppError,
     sale::{self, PurchaseRequest},
@@ -65,18 +65,26 @@ pub async fn event(
     State(state): State<AppState>,
     ctx: PageContext,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Markup, AppError> {
     let event_id: EventId = parse_id(&id)?;
+    let now = state.clock.now();
+    // A presale link (`?code=`) fills the form in and shows what it unlocks.
+    let presale_code = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .find(|(key, _)| key == "code")
+        .map(|(_, value)| value.into_owned())
+        .unwrap_or_default();
     let detail = state
         .events
         .published(&state.db, &state.sales, event_id)
         .await?;
+    let detail = with_unlocked(&state, detail, &presale_code, now).await?;
     let form = BuyForm {
         idempotency_key: IdempotencyKey::generate().as_str().to_owned(),
+        presale_code,
         ..BuyForm::default()
     };
-    let now = state.clock.now();
     let room = state
         .sales
         .rooms()
@@ -128,6 +136,7 @@ pub async fn buy(
         quantity: fields.get("quantity").to_owned(),
         email: fields.get("email").to_owned(),
         idempotency_key: fields.get("idempotency_key").to_owned(),
+        presale_code: fields.get("presale_code").to_owned(),
         error: None,
     };
     let now = state.clock.now();
@@ -152,6 +161,7 @@ pub async fn buy(
         .events
         .published(&state.db, &state.sales, event_id)
         .await?;
+    let detail = with_unlocked(&state, detail, &form.presale_code, now).await?;
     // A conflicting key stays in conflict: give the corrected form a new one.
     if IdempotencyKey::parse(&form.idempotency_key).is_err()
         || matches!(err, AppError::IdempotencyConflict)
@@ -188,7 +198,35 @@ fn purchase_request(event_id: EventId, form: &BuyForm) -> Result<PurchaseRequest
             .for_field("idempotency_key")?,
         pass: None,
         queue_entry: None,
+        presale_code: optional_code(&form.presale_code)?,
     })
+}
+
+/// The event as a buyer with this presale code sees it: with the hidden
+/// ticket types the code unlocks now (a read only when the code could be one).
+async fn with_unlocked(
+    state: &AppState,
+    detail: Arc<EventDetail>,
+    code: &str,
+    now: OffsetDateTime,
+) -> Result<Arc<EventDetail>, AppError> {
+    let Ok(Some(code)) = optional_code(code) else {
+        return Ok(detail);
+    };
+    let unlocked = db::presale::unlocked_hidden(&state.db, detail.event.id, &code, now).await?;
+    if unlocked.is_empty() {
+        return Ok(detail);
+    }
+    let Some(full) = db::events::find(&state.db, detail.event.id).await? else {
+        return Ok(detail);
+    };
+    let mut shown = EventDetail::clone(&detail);
+    shown.ticket_types = full
+        .ticket_types
+        .into_iter()
+        .filter(|t| !t.hidden || unlocked.contains(&t.id))
+        .collect();
+    Ok(Arc::new(shown))
 }
 
 /// The order page's address; with the cancel secret, the one that can cancel.

@@ -162,6 +162,7 @@ pub async fn event_with_window(
                 capacity: spec.capacity.to_string(),
                 max_per_order: spec.max_per_order.to_string(),
                 max_per_buyer: spec.max_per_buyer.to_string(),
+                hidden: false,
             })
             .collect(),
     };
@@ -316,6 +317,22 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
     assert!(
         wrong_tickets.is_empty(),
         "orders with the wrong tickets: {wrong_tickets:?}"
+    );
+    // Each presale code's uses are the tickets of its live orders.
+    let code_drift: Vec<(String, i32, i64)> = sqlx::query_as(
+        "SELECT c.code, c.used,
+                (SELECT coalesce(sum(o.quantity), 0) FROM orders o
+                 WHERE o.presale_code_id = c.id AND o.status IN ('held', 'confirmed'))::int8
+         FROM presale_codes c
+         WHERE c.used <> (SELECT coalesce(sum(o.quantity), 0) FROM orders o
+                          WHERE o.presale_code_id = c.id AND o.status IN ('held', 'confirmed'))",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert!(
+        code_drift.is_empty(),
+        "presale codes whose uses drifted: {code_drift:?}"
     );
     let duplicate_keys: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM (SELECT 1 FROM orders GROUP BY email, idempotency_key HAVING count(*) > 1) d",

@@ -20,6 +20,7 @@ pub fn request(ticket_type_id: Uuid, quantity: i64, email: &str, key: &str) -> P
         idempotency_key: IdempotencyKey::parse(key).unwrap(),
         pass: None,
         queue_entry: None,
+        presale_code: None,
     }
 }
 

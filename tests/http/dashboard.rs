@@ -84,6 +84,7 @@ async fn buy_and_cancel(pool: &PgPool, ticket_type_id: Uuid, quantity: i64, emai
         idempotency_key: IdempotencyKey::generate(),
         pass: None,
         queue_entry: None,
+        presale_code: None,
     };
     let purchase = sale::purchase(pool, common::now(), &request).await.unwrap();
     let id = purchase.order().id;
@@ -102,6 +103,7 @@ async fn buy(pool: &PgPool, ticket_type_id: Uuid, quantity: i64, email: &str) ->
         idempotency_key: IdempotencyKey::generate(),
         pass: None,
         queue_entry: None,
+        presale_code: None,
     };
     sale::purchase(pool, common::now(), &request)
         .await

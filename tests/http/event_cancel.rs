@@ -178,6 +178,7 @@ async fn two_hundred_buyers_racing_the_owner_cancelling_the_event_leave_no_confi
         idempotency_key: IdempotencyKey::parse(&key).unwrap(),
         pass: None,
         queue_entry: None,
+        presale_code: None,
     };
     // Orders to cancel: ten sold before the rush, to buyers not in it.
     let early = 10;

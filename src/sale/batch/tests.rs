@@ -28,6 +28,7 @@ async fn an_idle_worker_sells_what_slipped_in_then_stops() {
         idempotency_key: IdempotencyKey::generate(),
         pass: None,
         queue_entry: None,
+        presale_code: None,
     };
     let job = |reply| Job {
         now: OffsetDateTime::now_utc(),
@@ -147,6 +148,7 @@ fn two_jobs(
                     idempotency_key: IdempotencyKey::generate(),
                     pass: None,
                     queue_entry: None,
+                    presale_code: None,
                 },
                 replay_only: false,
                 deadline: started + *deadline,
@@ -407,6 +409,7 @@ fn a_batch_decides_each_request_against_the_ones_before_it() {
             sales_halted: false,
             price_minor: 1000,
             currency: "EUR".into(),
+            hidden: false,
         };
         let limits = BuyerLimits {
             per_ticket_type: 5,
@@ -416,23 +419,22 @@ fn a_batch_decides_each_request_against_the_ones_before_it() {
             of_type: HashMap::new(),
             in_event: HashMap::new(),
         };
-        decide(
-            &jobs,
-            &buyers,
-            &locked,
+        let existing = HashMap::new();
+        let rules = Rules {
+            locked: &locked,
             limits,
-            &window,
-            &HashMap::new(),
-            held,
-        )
-        .into_iter()
-        .map(|d| match d {
-            Decision::Sell => "sell".to_owned(),
-            Decision::Refuse(err) => err.code().to_owned(),
-            Decision::Replay(_) => "replay".to_owned(),
-            Decision::Twin => "twin".to_owned(),
-        })
-        .collect::<Vec<_>>()
+            window: &window,
+            existing: &existing,
+        };
+        decide(&jobs, &buyers, &rules, held, HashMap::new())
+            .into_iter()
+            .map(|d| match d {
+                Decision::Sell { .. } => "sell".to_owned(),
+                Decision::Refuse(err) => err.code().to_owned(),
+                Decision::Replay(_) => "replay".to_owned(),
+                Decision::Twin => "twin".to_owned(),
+            })
+            .collect::<Vec<_>>()
     };
     // Two left: the first two sell, the rest find none.
     assert_eq!(
@@ -457,6 +459,7 @@ fn a_purchase_is_the_same_one_by_its_buyer_and_key() {
         idempotency_key: IdempotencyKey::parse("key-0123456789abcdef").unwrap(),
         pass: None,
         queue_entry: None,
+        presale_code: None,
     };
     assert_eq!(
         order_key(&request),

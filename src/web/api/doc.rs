@@ -71,6 +71,8 @@ use crate::web::{error::ErrorBody, extract::PageContext, views};
         super::checkin::redeem,
         super::checkin::list_check_ins,
         super::checkin::search_tickets,
+        super::presale::list,
+        super::presale::create,
         super::waiting_room::get_room,
         super::waiting_room::put_room,
         crate::web::queue::api_join,

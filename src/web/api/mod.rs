@@ -10,6 +10,7 @@ pub mod checkin;
 pub mod doc;
 mod organizer;
 mod organizer_wire;
+mod presale;
 mod rate_limit;
 pub(crate) mod waiting_room;
 mod webhooks;
@@ -31,7 +32,10 @@ use super::{
 use crate::{
     auth::CurrentOrganizer,
     db,
-    domain::{CancelSecret, Email, EventId, EventListQuery, ForField, IdempotencyKey, Quantity},
+    domain::{
+        CancelSecret, Email, EventId, EventListQuery, ForField, IdempotencyKey, Quantity,
+        optional_code,
+    },
     error::AppError,
     sale::{self, Purchase, PurchaseRequest},
 };
@@ -213,6 +217,7 @@ pub async fn create_order(
             .for_field("idempotency_key")?,
         pass: body.pass,
         queue_entry: None,
+        presale_code: optional_code(body.presale_code.as_deref().unwrap_or_default())?,
     };
     Ok(match state.purchase(&request).await? {
         Purchase::Created {

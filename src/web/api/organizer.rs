@@ -55,6 +55,10 @@ pub fn routes() -> Router<AppState> {
         .route(&format!("{EVENT}/stats"), get(stats))
         .route(&format!("{EVENT}/stats/sales"), get(sales_per_minute))
         .route(
+            &format!("{EVENT}/presale-codes"),
+            get(super::presale::list).post(super::presale::create),
+        )
+        .route(
             &format!("{EVENT}/waiting-room"),
             get(super::waiting_room::get_room).put(super::waiting_room::put_room),
         )

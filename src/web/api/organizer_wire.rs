@@ -60,6 +60,7 @@ pub fn input_of(detail: &EventDetail) -> EventInput {
                 capacity: tt.capacity.to_string(),
                 max_per_order: tt.max_per_order.to_string(),
                 max_per_buyer: tt.max_per_buyer.to_string(),
+                hidden: tt.hidden,
             })
             .collect(),
     }
@@ -134,6 +135,9 @@ pub struct UpdateTicketTypeRow {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<i64>,
+    /// Shown and sold only with a presale code that unlocks it.
+    #[serde(default)]
+    hidden: Option<bool>,
 }
 
 impl UpdateTicketTypeRow {
@@ -145,6 +149,7 @@ impl UpdateTicketTypeRow {
             capacity: self.capacity,
             max_per_order: self.max_per_order,
             max_per_buyer: self.max_per_buyer,
+            hidden: self.hidden,
         }
     }
 }
@@ -174,6 +179,9 @@ pub struct UpdateTicketType {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<i64>,
+    /// Shown and sold only with a presale code that unlocks it.
+    #[serde(default)]
+    hidden: Option<bool>,
 }
 
 impl UpdateTicketType {
@@ -195,6 +203,9 @@ impl UpdateTicketType {
         }
         if let Some(n) = self.max_per_buyer {
             row.max_per_buyer = n.to_string();
+        }
+        if let Some(hidden) = self.hidden {
+            row.hidden = hidden;
         }
     }
 }
@@ -263,6 +274,9 @@ pub struct CreateTicketType {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<i64>,
+    /// Shown and sold only with a presale code that unlocks it.
+    #[serde(default)]
+    hidden: Option<bool>,
 }
 
 impl CreateTicketType {
@@ -276,6 +290,7 @@ impl CreateTicketType {
             capacity: self.capacity.to_string(),
             max_per_order: number(self.max_per_order),
             max_per_buyer: number(self.max_per_buyer),
+            hidden: self.hidden.unwrap_or(false),
         }
     }
 }
@@ -332,6 +347,10 @@ pub struct TicketTypeAvailability {
     remaining: i32,
     /// Sales stopped for good (the event is cancelled).
     halted: bool,
+    /// Of `sold`, the tickets in held orders not confirmed yet.
+    held: i64,
+    /// Shown and sold only with a presale code that unlocks it.
+    hidden: bool,
 }
 
 impl From<TicketType> for TicketTypeAvailability {
@@ -347,6 +366,8 @@ impl From<TicketType> for TicketTypeAvailability {
             sold: tt.capacity - tt.remaining,
             remaining: tt.remaining,
             halted: tt.sales_halted,
+            held: tt.held,
+            hidden: tt.hidden,
         }
     }
 }

@@ -77,6 +77,9 @@ pub struct CreateTicketType {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 10_000)]
     max_per_buyer: Option<i64>,
+    /// Shown and sold only with a presale code that unlocks it.
+    #[serde(default)]
+    hidden: bool,
 }
 
 impl CreateEvent {
@@ -104,6 +107,7 @@ impl CreateEvent {
                     capacity: tt.capacity.to_string(),
                     max_per_order: number(tt.max_per_order),
                     max_per_buyer: number(tt.max_per_buyer),
+                    hidden: tt.hidden,
                 })
                 .collect(),
         }
@@ -126,6 +130,11 @@ pub struct CreateOrder {
     /// The waiting room's pass, for an event that has one.
     #[serde(default)]
     pub pass: Option<String>,
+    /// A presale code: needed for a hidden ticket type; its uses (tickets)
+    /// are counted.
+    #[serde(default)]
+    #[schema(pattern = "^\\s*[A-Za-z0-9-]{4,40}\\s*$", example = "FANCLUB-2027")]
+    pub presale_code: Option<String>,
 }
 
 /// An event with its ticket types.

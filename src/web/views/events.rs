@@ -53,6 +53,8 @@ pub struct BuyForm {
     pub quantity: String,
     pub email: String,
     pub idempotency_key: String,
+    /// From the field, or from the link's `?code=`.
+    pub presale_code: String,
     pub error: Option<FormError>,
 }
 
@@ -186,6 +188,9 @@ fn buy_form(ctx: &PageContext, detail: &EventDetail, form: &BuyForm) -> Markup {
             label for="email" { "Email" }
             input #email type="email" name="email" autocomplete="email" required
                 value=(form.email) aria-invalid=[invalid(error, "email")];
+            label for="presale_code" { "Presale code (if you have one)" }
+            input #presale_code type="text" name="presale_code" autocomplete="off" spellcheck="false"
+                value=(form.presale_code) aria-invalid=[invalid(error, "presale_code")];
             input type="hidden" name="idempotency_key" value=(form.idempotency_key);
             button type="submit" { "Buy tickets" }
         }

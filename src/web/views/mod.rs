@@ -9,6 +9,7 @@ pub mod door;
 pub mod events;
 pub mod orders;
 pub mod organizer;
+pub mod presale;
 pub mod queue;
 pub mod webhooks;
 

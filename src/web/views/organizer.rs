@@ -228,6 +228,10 @@ fn ticket_type_row(i: usize, row: &TicketTypeInput, error: Option<&FormError>) -
                         aria-invalid=[invalid(error, &field("max_per_buyer"))];
                 }
             }
+            label.choice {
+                input type="checkbox" name=(input_name("hidden")) checked[row.hidden];
+                " Hidden: shown and sold only with a presale code that unlocks it"
+            }
         }
     }
 }
@@ -263,6 +267,9 @@ pub fn status_bar(ctx: &PageContext, id: EventId, state: SaleState, page: EventP
                     EventPage::Dashboard if !cancelled => a.button.secondary href={ "/organizer/events/" (id) "/edit" } { "Edit event" },
                     EventPage::Edit => a.button.secondary href={ "/organizer/events/" (id) } { "Dashboard" },
                     EventPage::Dashboard => {},
+                }
+                @if !cancelled {
+                    a.button.secondary href={ "/organizer/events/" (id) "/codes" } { "Presale codes" }
                 }
                 @match state {
                     SaleState::Draft => form method="post" action={ "/organizer/events/" (id) "/publish" } data-once {
