@@ -186,7 +186,11 @@ async fn schemathesis_finds_no_server_error_and_no_answer_outside_the_document(
         .args(["run", &server.url("/api/v1/openapi.json")])
         .args(["--checks", &checks])
         .args(["--max-examples", &examples, "--seed", &seed])
-        .args(["--workers", "2", "--request-timeout", "30"])
+        // One worker: with two, CPython 3.11's `ast` module (which Hypothesis
+        // calls from each worker thread to describe its filters) sometimes
+        // fails with "AST constructor recursion depth mismatch", a known
+        // thread-safety bug of that Python, not a finding (seen once here).
+        .args(["--workers", "1", "--request-timeout", "30"])
         .args(["--phases", &phases])
         .args(["-H", &format!("Authorization: Bearer {}", org.api_token)])
         .env("NO_COLOR", "1")
