@@ -1227,7 +1227,7 @@ async fn redis_down_and_back_are_each_logged_once(_: PgPoolOptions, connect: PgC
     );
     let (pool, tt, mut own, sales) = own_gate(
         connect,
-        TicketSpec::new(10, 1, 1),
+        TicketSpec::new(50, 1, 1),
         Duration::from_secs(3600),
     )
     .await;
@@ -1253,13 +1253,21 @@ async fn redis_down_and_back_are_each_logged_once(_: PgPoolOptions, connect: PgC
     assert_eq!(logs.count(BACK), 0);
     let own = OwnRedis::start_on(port);
     own.until_up().await;
-    for i in 0..3 {
-        buy(&format!("back{i}")).await;
+    // Purchases until the gate has found Redis back (a busy machine can
+    // take a few of them), then two more: it is logged once, not again.
+    let mut back: i64 = 0;
+    while logs.count(BACK) == 0 && back < 30 {
+        buy(&format!("back{back}")).await;
+        back += 1;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    for i in 0..2 {
+        buy(&format!("again{i}")).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     assert_eq!(logs.count(DOWN), 1);
-    assert_eq!(logs.count(BACK), 1, "Redis back, logged");
-    assert_eq!(sold(&pool, tt).await, 7);
+    assert_eq!(logs.count(BACK), 1, "Redis back, logged once");
+    assert_eq!(sold(&pool, tt).await, 1 + 3 + back + 2);
     assert_invariants(&pool).await;
 }
 
