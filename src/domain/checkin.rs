@@ -124,8 +124,6 @@ impl ScanNonce {
 #[derive(Clone, PartialEq, Eq)]
 pub struct DoorSecret(String);
 
-const DOOR_SECRET_CHARS: usize = 43;
-
 impl DoorSecret {
     pub fn generate() -> Self {
         let mut bytes = [0_u8; 32];
@@ -135,11 +133,7 @@ impl DoorSecret {
 
     /// A secret from a link; `None` when it cannot be one.
     pub fn parse(raw: &str) -> Option<Self> {
-        let ok = raw.len() == DOOR_SECRET_CHARS
-            && raw
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
-        ok.then(|| Self(raw.to_owned()))
+        super::idempotency::is_secret_text(raw).then(|| Self(raw.to_owned()))
     }
 
     pub fn hash(&self) -> Vec<u8> {
@@ -329,7 +323,7 @@ mod tests {
         assert_eq!(again.hash(), secret.hash());
         assert_eq!(secret.hash().len(), 32);
         assert!(DoorSecret::parse("short").is_none());
-        assert!(DoorSecret::parse(&"+".repeat(DOOR_SECRET_CHARS)).is_none());
+        assert!(DoorSecret::parse(&"+".repeat(super::super::idempotency::SECRET_CHARS)).is_none());
         assert_ne!(DoorSecret::generate().as_str(), secret.as_str());
     }
 

@@ -14,8 +14,6 @@ use super::OrderId;
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// Characters of an encoded token (32 bytes, base64url).
-const TOKEN_CHARS: usize = 43;
 /// Shortest configured key accepted.
 pub const MIN_CONFIRM_KEY_CHARS: usize = 32;
 
@@ -67,11 +65,7 @@ pub struct ConfirmToken(String);
 impl ConfirmToken {
     /// A token from a link; `None` when it cannot be one.
     pub fn parse(raw: &str) -> Option<Self> {
-        let ok = raw.len() == TOKEN_CHARS
-            && raw
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
-        ok.then(|| Self(raw.to_owned()))
+        super::idempotency::is_secret_text(raw).then(|| Self(raw.to_owned()))
     }
 
     /// What the orders table keeps.

@@ -56,8 +56,17 @@ impl IdempotencyKey {
 #[derive(Clone, PartialEq, Eq)]
 pub struct CancelSecret(String);
 
-/// Characters of an encoded [`CancelSecret`] (32 bytes, base64url).
-const CANCEL_SECRET_CHARS: usize = 43;
+/// Characters of a 32-byte secret in base64url without padding: the cancel
+/// secret, the door secret and the confirmation token.
+pub(super) const SECRET_CHARS: usize = 43;
+
+/// Whether `raw` can be such a secret, as it comes from a link or a form.
+pub(super) fn is_secret_text(raw: &str) -> bool {
+    raw.len() == SECRET_CHARS
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+}
 
 impl CancelSecret {
     pub fn generate() -> Self {
@@ -68,11 +77,7 @@ impl CancelSecret {
 
     /// A secret from a URL or a form; `None` when it cannot be one.
     pub fn parse(raw: &str) -> Option<Self> {
-        let ok = raw.len() == CANCEL_SECRET_CHARS
-            && raw
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
-        ok.then(|| Self(raw.to_owned()))
+        is_secret_text(raw).then(|| Self(raw.to_owned()))
     }
 
     /// What the orders table keeps.
