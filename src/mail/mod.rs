@@ -70,7 +70,10 @@ impl MailSettings {
             from,
             public_url,
             poll: Duration::from_millis(200),
-            batch: 100,
+            // A round holds the cursor's row lock (so a transaction id) while
+            // it sends, which holds back the outbox horizon that the other
+            // consumers read below: small rounds keep that short.
+            batch: 20,
             backoff_max: Duration::from_secs(30),
         })
     }
