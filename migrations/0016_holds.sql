@@ -4,18 +4,25 @@
 -- held for `hold_seconds` until the buyer follows the link mailed to them.
 -- A held order takes its stock and the buyer's limit at once, exactly as a
 -- sale does (the same statements); it has no tickets until it is confirmed.
--- An expired hold gives both back, exactly once (src/sale/holds.rs).
+-- An expired hold gives both back, exactly once (src/sale/holds.rs), and is
+-- cancelled with the reason `expired`: live orders stay exactly those not
+-- cancelled (held or confirmed), as every invariant check counts them.
 ALTER TABLE events ADD COLUMN hold_seconds integer
     CONSTRAINT events_hold_seconds_range CHECK (hold_seconds IS NULL OR hold_seconds BETWEEN 1 AND 86400);
 
 ALTER TABLE orders DROP CONSTRAINT orders_status_known;
 ALTER TABLE orders ADD CONSTRAINT orders_status_known
-    CHECK (status IN ('held', 'confirmed', 'cancelled', 'expired'));
+    CHECK (status IN ('held', 'confirmed', 'cancelled'));
 ALTER TABLE orders
     ADD COLUMN hold_expires_at timestamptz,
     -- SHA-256 of the confirmation token; the token itself is only in the mail.
     ADD COLUMN confirm_token_hash bytea,
     ADD COLUMN confirmed_at timestamptz,
+    -- Why a cancelled order was cancelled, where it is not the buyer's or
+    -- the organizer's doing: `expired`, a hold not confirmed in time.
+    ADD COLUMN cancel_reason text,
+    ADD CONSTRAINT orders_cancel_reason_known CHECK (cancel_reason IS NULL OR cancel_reason = 'expired'),
+    ADD CONSTRAINT orders_cancel_reason_when_cancelled CHECK (cancel_reason IS NULL OR status = 'cancelled'),
     ADD CONSTRAINT orders_held_until CHECK (status <> 'held' OR hold_expires_at IS NOT NULL),
     ADD CONSTRAINT orders_held_has_token CHECK (hold_expires_at IS NULL OR confirm_token_hash IS NOT NULL);
 

@@ -52,12 +52,17 @@ async fn remaining(pool: &PgPool, ticket_type_id: Uuid) -> i32 {
         .unwrap()
 }
 
+/// The order's status, with an expired hold told apart from other cancelled
+/// orders (the table keeps it `cancelled`, reason `expired`).
 async fn status_of(pool: &PgPool, order_id: OrderId) -> String {
-    sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
-        .bind(order_id.get())
-        .fetch_one(pool)
-        .await
-        .unwrap()
+    sqlx::query_scalar(
+        "SELECT CASE WHEN cancel_reason = 'expired' THEN status || ' (expired)' ELSE status END
+         FROM orders WHERE id = $1",
+    )
+    .bind(order_id.get())
+    .fetch_one(pool)
+    .await
+    .unwrap()
 }
 
 /// Outbox messages of `kind` per order id: (order, how many).
@@ -165,6 +170,17 @@ async fn two_hundred_buyers_for_ten_held_tickets_half_confirm_and_the_rest_expir
     );
     // Their stock came back exactly once, and the buyers' limits with it.
     assert_eq!(remaining(&pool, tt).await, 5);
+    // Live orders are exactly those not cancelled: an expired hold is a
+    // cancelled order (reason `expired`), so capacity = remaining + live.
+    let not_cancelled: i64 = sqlx::query_scalar(
+        "SELECT coalesce(sum(quantity), 0)::int8 FROM orders
+         WHERE ticket_type_id = $1 AND status <> 'cancelled'",
+    )
+    .bind(tt)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(10, 5 + not_cancelled);
     let expired: Vec<Uuid> = lapsing.iter().map(|o| o.id.get()).collect();
     let mut expired_sorted = expired.clone();
     expired_sorted.sort();
@@ -174,7 +190,7 @@ async fn two_hundred_buyers_for_ten_held_tickets_half_confirm_and_the_rest_expir
     );
     assert_eq!(messages(&pool, "order.confirmed").await.len(), 5);
     for order in lapsing {
-        assert_eq!(status_of(&pool, order.id).await, "expired");
+        assert_eq!(status_of(&pool, order.id).await, "cancelled (expired)");
         // A click that comes too late is told so and changes nothing.
         let late = sale::confirm(&pool, after, order.id, &key.token(order.id)).await;
         assert!(matches!(late, Err(AppError::HoldExpired)), "{late:?}");
@@ -247,7 +263,7 @@ async fn a_confirmation_racing_the_expiry_has_exactly_one_winner(
                 confirmed += 1;
             }
             (Err(AppError::HoldExpired), Ok(1)) => {
-                assert_eq!(status, "expired");
+                assert_eq!(status, "cancelled (expired)");
                 expired += 1;
             }
             other => panic!("round {round}: not exactly one winner: {other:?} ({status})"),

@@ -1,6 +1,6 @@
 WITH confirmed AS (
     -- The row lock is the referee: a sweeper that expired the hold first
-    -- leaves it 'expired', and this re-checks the status and matches nothing.
+    -- leaves it cancelled, and this re-checks the status and matches nothing.
     UPDATE orders o SET status = 'confirmed', confirmed_at = $3
     FROM ticket_types t
     WHERE o.id = $1 AND o.confirm_token_hash = $2 AND o.status = 'held'

@@ -306,7 +306,7 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
         "SELECT o.id, o.status, o.quantity,
                 (SELECT count(*) FROM tickets k WHERE k.order_id = o.id)
          FROM orders o
-         WHERE (o.status IN ('held', 'expired')
+         WHERE ((o.status = 'held' OR o.cancel_reason = 'expired')
                 AND EXISTS (SELECT 1 FROM tickets k WHERE k.order_id = o.id))
             OR (o.status = 'confirmed'
                 AND (SELECT count(*) FROM tickets k WHERE k.order_id = o.id) <> o.quantity)",

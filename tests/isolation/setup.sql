@@ -55,10 +55,10 @@ SELECT t.name, t.remaining, coalesce(l.live, 0) AS live,
                    WHERE x.order_id = o.id AND x.kind = 'order.created') <> 1
                OR (SELECT count(*) FROM outbox x
                    WHERE x.order_id = o.id AND x.kind = 'order.cancelled')
-                  <> (o.status = 'cancelled')::int
+                  <> (o.status = 'cancelled' AND o.cancel_reason IS NULL)::int
                OR (SELECT count(*) FROM outbox x
                    WHERE x.order_id = o.id AND x.kind = 'order.expired')
-                  <> (o.status = 'expired')::int
+                  <> (o.cancel_reason = 'expired')::int
                OR (SELECT count(*) FROM outbox x
                    WHERE x.order_id = o.id AND x.kind = 'order.confirmed')
                   <> (o.confirmed_at IS NOT NULL)::int)
