@@ -1234,6 +1234,13 @@ async fn redis_down_and_back_are_each_logged_once(_: PgPoolOptions, connect: PgC
     let port = own.port;
     until_listening(&pool, 2).await;
     let buy = async |tag: &str| {
+        // Other tests of this binary set and drop their own thread-local
+        // subscribers at any moment, and tracing recomputes its global
+        // level and callsite interest from the live ones when they do; a
+        // recompute racing ours can leave an INFO callsite (the "back"
+        // line) switched off for this thread. Recompute before each
+        // purchase, so what the gate logs reaches this test's capture.
+        tracing::callsite::rebuild_interest_cache();
         sales
             .purchase(
                 now(),
