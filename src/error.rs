@@ -56,6 +56,9 @@ pub enum AppError {
     HoldExpired,
     #[error("This order is not waiting for a confirmation.")]
     NotHeld,
+    // Waiting lists (src/db/waitlist.rs).
+    #[error("Tickets of this type are on sale: buy them instead of joining its waiting list.")]
+    NotSoldOut,
     // Presale codes: uses are counted in tickets.
     #[error("This presale code has {left} uses left; choose fewer tickets or another code.")]
     CodeUsedUp { left: i32 },
@@ -128,6 +131,7 @@ impl AppError {
             | Self::AlreadyCancelled
             | Self::EventStarted
             | Self::NotHeld
+            | Self::NotSoldOut
             | Self::CodeUsedUp { .. }
             | Self::TicketTypeSold { .. }
             | Self::LastTicketType
@@ -169,6 +173,7 @@ impl AppError {
             Self::EventStarted => "event_started",
             Self::HoldExpired => "hold_expired",
             Self::NotHeld => "not_held",
+            Self::NotSoldOut => "not_sold_out",
             Self::CodeUsedUp { .. } => "code_used_up",
             Self::TicketTypeSold { .. } => "ticket_type_sold",
             Self::LastTicketType => "last_ticket_type",

@@ -13,7 +13,7 @@ use common::{
     Fixture, TicketSpec, assert_invariants, confirmed_order_ids, now, order_count, pool,
     published_event,
     purchase::{fresh_key, request},
-    remaining, sold,
+    remaining, set_capacity, sold,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use sqlx::{
@@ -579,43 +579,6 @@ async fn the_database_refuses_negative_stock_even_without_the_application(pool: 
     assert_eq!(constraint.as_deref(), Some("orders_quantity_positive"));
 }
 
-/// The organizer's edit of the one ticket type (max 1 per order and buyer),
-/// setting its capacity, through the code the edit page uses.
-async fn set_capacity(pool: &PgPool, fixture: &Fixture, capacity: i32) -> Result<(), AppError> {
-    let detail = stampede::db::events::find(pool, fixture.event_id.into())
-        .await
-        .unwrap()
-        .unwrap();
-    let mut input = stampede::domain::EventInput {
-        title: detail.event.title.clone(),
-        description: detail.event.description.clone(),
-        venue: detail.event.venue.clone(),
-        starts_at: stampede::web::views::datetime_local(detail.event.starts_at),
-        sale_opens_at: stampede::web::views::datetime_local(detail.event.sale_opens_at),
-        ..Default::default()
-    };
-    let tt = &detail.ticket_types[0];
-    input.ticket_types.push(stampede::domain::TicketTypeInput {
-        id: Some(tt.id),
-        name: tt.name.clone(),
-        price: "25.00".into(),
-        currency: "EUR".into(),
-        capacity: capacity.to_string(),
-        max_per_order: "1".into(),
-        max_per_buyer: "1".into(),
-        price_is_minor: false,
-        hidden: false,
-    });
-    stampede::db::events::update(
-        pool,
-        fixture.organizer_id.into(),
-        &Default::default(),
-        detail.event.id,
-        &input.parse().unwrap(),
-    )
-    .await
-}
-
 /// 100 buyers of one ticket each race the organizer setting the capacity
 /// (from `from` to `to`). Returns how many were sold (each success checked
 /// against one committed order) and the organizer's outcome; the books are
@@ -746,6 +709,7 @@ async fn set_buyer_limit(pool: &PgPool, fixture: &Fixture, limit: i64) -> Result
         &Default::default(),
         detail.event.id,
         &input.parse().unwrap(),
+        now(),
     )
     .await
 }

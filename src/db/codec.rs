@@ -7,7 +7,7 @@ use sqlx::{
     postgres::{PgTypeInfo, PgValueRef},
 };
 
-use crate::domain::{EventStatus, OrderStatus};
+use crate::domain::{EventStatus, OrderStatus, WaitlistStatus};
 
 macro_rules! text_status {
     ($status:ty) => {
@@ -33,3 +33,4 @@ macro_rules! text_status {
 
 text_status!(EventStatus);
 text_status!(OrderStatus);
+text_status!(WaitlistStatus);

@@ -122,7 +122,7 @@ pub async fn create(
 
 /// Take the organizer's row lock for the rest of the transaction: writes
 /// that a quota counts queue on it, so each counts what the last committed.
-async fn lock_organizer(
+pub(super) async fn lock_organizer(
     tx: &mut sqlx::PgConnection,
     organizer_id: OrganizerId,
 ) -> Result<(), AppError> {
@@ -255,6 +255,7 @@ pub async fn update(
     quotas: &Quotas,
     event_id: EventId,
     new: &NewEvent,
+    now: OffsetDateTime,
 ) -> Result<(), AppError> {
     let mut tx = db.begin().await?;
     lock_organizer(&mut tx, organizer_id).await?;
@@ -307,6 +308,11 @@ pub async fn update(
     }
     check_holdings(&mut tx, event_id, new).await?;
     check_quotas(&mut tx, organizer_id, event_id, quotas, false).await?;
+    // A raised capacity goes to the waiting lists first, in this
+    // transaction (the edit holds every type's row lock).
+    for id in new.ticket_types.iter().filter_map(|tt| tt.id) {
+        super::waitlist::offer_returned_stock(&mut tx, id.get(), now).await?;
+    }
     tx.commit().await?;
     Ok(())
 }

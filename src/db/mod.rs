@@ -10,6 +10,7 @@ pub mod orders;
 pub mod organizers;
 pub mod outbox;
 pub mod presale;
+pub mod waitlist;
 pub mod webhooks;
 
 /// One round trip: the database answers (readiness).

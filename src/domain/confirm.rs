@@ -10,7 +10,7 @@ use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
 use hmac::{Hmac, Mac, digest::KeyInit};
 use sha2::{Digest as _, Sha256};
 
-use super::OrderId;
+use super::{OrderId, WaitlistEntryId};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -45,9 +45,20 @@ impl ConfirmKey {
 
     /// The order's token.
     pub fn token(&self, order_id: OrderId) -> ConfirmToken {
+        self.derive(b"stampede confirm v1\0", order_id.get())
+    }
+
+    /// The token of a place on a waiting list: it confirms the place, and
+    /// later the held order offered to it (the offer's order keeps its hash).
+    pub fn waitlist_token(&self, entry_id: WaitlistEntryId) -> ConfirmToken {
+        self.derive(b"stampede waitlist v1\0", entry_id.get())
+    }
+
+    /// A label per kind of token, so that no token of one kind is one of another.
+    fn derive(&self, label: &[u8], id: uuid::Uuid) -> ConfirmToken {
         let mut mac = self.0.clone();
-        mac.update(b"stampede confirm v1\0");
-        mac.update(order_id.get().as_bytes());
+        mac.update(label);
+        mac.update(id.as_bytes());
         ConfirmToken(URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes()))
     }
 }
@@ -106,6 +117,10 @@ mod tests {
         assert_ne!(token.hash(), key.token(b).hash());
         assert_eq!(format!("{token:?}"), "ConfirmToken(..)");
         assert_eq!(format!("{key:?}"), "ConfirmKey(..)");
+        // A place on a waiting list with the same id has another token.
+        let entry = WaitlistEntryId::from(a.get());
+        assert_ne!(key.waitlist_token(entry), key.token(a));
+        assert_eq!(key.waitlist_token(entry), same.waitlist_token(entry));
     }
 
     #[test]

@@ -82,3 +82,7 @@ id_type!(
     /// A buyer's place in an event's waiting room (`queue_entries.id`).
     QueueEntryId
 );
+id_type!(
+    /// A buyer's place on a ticket type's waiting list (`waitlist_entries.id`).
+    WaitlistEntryId
+);

@@ -38,7 +38,7 @@ pub use format::{decimal_price, format_price, format_time};
 pub use idempotency::{CancelSecret, IdempotencyKey, MAX_KEY_CHARS, MIN_KEY_CHARS};
 pub use ids::{
     ApiTokenId, DeliveryId, DoorLinkId, EventId, OrderId, OrganizerId, QueueEntryId, TicketTypeId,
-    WebhookId,
+    WaitlistEntryId, WebhookId,
 };
 pub use listing::{EVENTS_PER_PAGE, EventCursor, Quotas};
 pub use money::{Currency, Money};
@@ -56,7 +56,7 @@ pub use presale::{
 pub use quantity::{MAX_QUANTITY, Quantity};
 pub use sale_window::{SaleState, SaleWindow};
 pub use sales_chart::{Bucket, MAX_CHART_POINTS, SalesChart, SalesPoint};
-pub use status::{EventStatus, OrderStatus};
+pub use status::{EventStatus, OrderStatus, WaitlistStatus};
 pub use text::{Lines, refuse_control};
 pub use webhook::{
     MAX_WEBHOOK_DESCRIPTION_CHARS, MAX_WEBHOOK_ENDPOINTS, MAX_WEBHOOK_URL_CHARS, RetrySchedule,

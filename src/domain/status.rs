@@ -70,6 +70,45 @@ impl OrderStatus {
     }
 }
 
+/// Where a waiting list entry stands (`waitlist_entries.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitlistStatus {
+    /// The mail with the link is out; no place in line yet.
+    Unconfirmed,
+    /// In line.
+    Waiting,
+    /// Tickets came back and were offered as a held order.
+    Offered,
+    /// Skipped when tickets came back: the buyer already held their limit.
+    Passed,
+    /// The buyer left the list.
+    Left,
+}
+
+impl WaitlistStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unconfirmed => "unconfirmed",
+            Self::Waiting => "waiting",
+            Self::Offered => "offered",
+            Self::Passed => "passed",
+            Self::Left => "left",
+        }
+    }
+
+    pub fn from_db(s: &str) -> Option<Self> {
+        match s {
+            "unconfirmed" => Some(Self::Unconfirmed),
+            "waiting" => Some(Self::Waiting),
+            "offered" => Some(Self::Offered),
+            "passed" => Some(Self::Passed),
+            "left" => Some(Self::Left),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for EventStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -110,6 +149,15 @@ mod tests {
         assert_eq!(OrderStatus::Confirmed.as_str(), "confirmed");
         assert_eq!(OrderStatus::Cancelled.as_str(), "cancelled");
         assert_eq!(OrderStatus::Held.as_str(), "held");
+        for status in [
+            WaitlistStatus::Unconfirmed,
+            WaitlistStatus::Waiting,
+            WaitlistStatus::Offered,
+            WaitlistStatus::Passed,
+            WaitlistStatus::Left,
+        ] {
+            assert_eq!(WaitlistStatus::from_db(status.as_str()), Some(status));
+        }
         assert_eq!(OrderStatus::Expired.as_str(), "expired");
         assert_eq!(OrderStatus::from_db("refunded"), None);
     }

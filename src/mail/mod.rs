@@ -1,12 +1,14 @@
-//! The mailer: sends each held order's confirmation link to the buyer.
+//! The mailer: sends each held order's confirmation link to the buyer, and
+//! each new place on a waiting list its link to confirm the address.
 //!
 //! It is a consumer of the transactional outbox (like the AMQP relay and
 //! the webhook fan-out), so a mail is asked for exactly when the hold
 //! committed, and a crash before the mail went out only delays it. Rounds,
 //! in every instance (one at a time holds the cursor):
 //! 1. lock the `mail` cursor and read the rows after it;
-//! 2. for each `order.created` of a held order not yet in `mail_sent`:
-//!    rebuild its token from the order id (`domain::ConfirmKey`), send the
+//! 2. for each `order.created` of a held order (or `waitlist.joined`) not
+//!    yet in `mail_sent`: rebuild its token from the order id, or the
+//!    waiting list place's id (`domain::ConfirmKey`), send the
 //!    mail (or, without SMTP, log the link), and record it in `mail_sent`
 //!    at once, in a statement of its own;
 //! 3. move the cursor past what was handled, and commit.
@@ -36,7 +38,7 @@ use crate::{
         self,
         outbox::{Consumer, OutboxRow},
     },
-    domain::{ConfirmKey, OrderId, format_time},
+    domain::{ConfirmKey, OrderId, WaitlistEntryId, format_time},
 };
 
 /// How the mailer runs (`stampede serve --smtp-url ... --public-url ...`).
@@ -153,7 +155,7 @@ async fn round(
     let mut handled: Option<&OutboxRow> = None;
     let mut failure = None;
     for row in &rows {
-        if let Some(mail) = confirmation_of(row)
+        if let Some(mail) = mail_of(row)
             && let Err(err) = send_once(db, key, settings, transport, row, &mail).await
         {
             failure = Some(err);
@@ -178,29 +180,137 @@ async fn finish(
     tx.commit().await
 }
 
-/// The confirmation a row asks for: an order written held.
-struct Confirmation {
-    order_id: OrderId,
+/// A mail that an outbox row asks for.
+struct Mail {
     email: String,
-    hold_expires_at: Option<OffsetDateTime>,
+    about: About,
 }
 
-fn confirmation_of(row: &OutboxRow) -> Option<Confirmation> {
-    if row.kind != "order.created" || row.payload.get("status")?.as_str()? != "held" {
-        return None;
+enum About {
+    /// A held order: its confirmation link. An offer from a waiting list is
+    /// one too; its order was given the place's token (`offer_to`).
+    Hold {
+        order_id: OrderId,
+        hold_expires_at: Option<OffsetDateTime>,
+        offer_to: Option<WaitlistEntryId>,
+    },
+    /// A new place on a waiting list: the link confirms the address.
+    Place { entry_id: WaitlistEntryId },
+}
+
+fn entry_id_in(payload: &serde_json::Value) -> Option<WaitlistEntryId> {
+    WaitlistEntryId::parse(payload.get("waitlist_entry_id")?.as_str()?)
+}
+
+fn mail_of(row: &OutboxRow) -> Option<Mail> {
+    let email = row.payload.get("email")?.as_str()?.to_owned();
+    let about = match row.kind.as_str() {
+        "order.created" if row.payload.get("status")?.as_str()? == "held" => About::Hold {
+            order_id: OrderId::from(row.order_id?),
+            hold_expires_at: row
+                .payload
+                .get("hold_expires_at")
+                .and_then(|at| at.as_str())
+                .and_then(|at| {
+                    OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok()
+                }),
+            offer_to: entry_id_in(&row.payload),
+        },
+        "waitlist.joined" => About::Place {
+            entry_id: entry_id_in(&row.payload)?,
+        },
+        _ => return None,
+    };
+    Some(Mail { email, about })
+}
+
+impl Mail {
+    /// The link the mail carries, with its token rebuilt from the key.
+    fn link(&self, key: &ConfirmKey, public_url: &str) -> String {
+        match &self.about {
+            About::Hold {
+                order_id,
+                offer_to: None,
+                ..
+            } => format!(
+                "{public_url}/orders/{order_id}/confirm?t={}",
+                key.token(*order_id).as_str()
+            ),
+            About::Hold {
+                order_id,
+                offer_to: Some(entry_id),
+                ..
+            } => format!(
+                "{public_url}/orders/{order_id}/confirm?t={}",
+                key.waitlist_token(*entry_id).as_str()
+            ),
+            About::Place { entry_id } => format!(
+                "{public_url}/waiting-list/{entry_id}/confirm?t={}",
+                key.waitlist_token(*entry_id).as_str()
+            ),
+        }
     }
-    let hold_expires_at = row
-        .payload
-        .get("hold_expires_at")
-        .and_then(|at| at.as_str())
-        .and_then(|at| {
-            OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok()
-        });
-    Some(Confirmation {
-        order_id: OrderId::from(row.order_id?),
-        email: row.payload.get("email")?.as_str()?.to_owned(),
-        hold_expires_at,
-    })
+
+    fn order_id(&self) -> Option<OrderId> {
+        match self.about {
+            About::Hold { order_id, .. } => Some(order_id),
+            About::Place { .. } => None,
+        }
+    }
+
+    fn entry_id(&self) -> Option<WaitlistEntryId> {
+        match self.about {
+            About::Hold { offer_to, .. } => offer_to,
+            About::Place { entry_id } => Some(entry_id),
+        }
+    }
+
+    /// Subject and body.
+    fn text(&self, link: &str) -> (&'static str, String) {
+        match &self.about {
+            About::Hold {
+                hold_expires_at,
+                offer_to,
+                ..
+            } => {
+                let until = hold_expires_at
+                    .map(|at| format!(" before {}", format_time(at)))
+                    .unwrap_or_default();
+                if offer_to.is_some() {
+                    (
+                        "Tickets came back for you",
+                        format!(
+                            "Tickets came back, and you were next on the waiting list: they are \
+                             held for you. Confirm your order{until} to get them:\n\n\
+                             {link}\n\n\
+                             If you no longer want them, ignore this mail: the hold ends by \
+                             itself and the tickets go to the next person in line.\n"
+                        ),
+                    )
+                } else {
+                    (
+                        "Confirm your tickets",
+                        format!(
+                            "Your tickets are held for you. Confirm your order{until} to get them:\n\n\
+                             {link}\n\n\
+                             If you did not order tickets, ignore this mail: the hold ends by itself \
+                             and nothing is charged.\n"
+                        ),
+                    )
+                }
+            }
+            About::Place { .. } => (
+                "Confirm your place on the waiting list",
+                format!(
+                    "Confirm your address to take your place on the waiting list:\n\n\
+                     {link}\n\n\
+                     When tickets come back, the first person in line gets them, held for a \
+                     few minutes, and a mail like this one. If you did not ask for this, \
+                     ignore this mail: without the confirmation there is no place.\n"
+                ),
+            ),
+        }
+    }
 }
 
 /// Send the row's mail unless `mail_sent` has it, and record it.
@@ -210,7 +320,7 @@ async fn send_once(
     settings: &MailSettings,
     transport: &Transport,
     row: &OutboxRow,
-    mail: &Confirmation,
+    mail: &Mail,
 ) -> Result<(), RoundError> {
     let sent = sqlx::query_scalar!(
         r#"SELECT EXISTS (SELECT 1 FROM mail_sent WHERE message_id = $1) AS "sent!""#,
@@ -221,21 +331,18 @@ async fn send_once(
     if sent {
         return Ok(());
     }
-    let link = format!(
-        "{}/orders/{}/confirm?t={}",
-        settings.public_url,
-        mail.order_id,
-        key.token(mail.order_id).as_str()
-    );
+    let link = mail.link(key, &settings.public_url);
     match transport {
         Transport::Log => {
-            tracing::info!(order_id = %mail.order_id, %link, "confirmation link (no SMTP configured)");
+            tracing::info!(order_id = ?mail.order_id(), entry_id = ?mail.entry_id(), %link,
+                "confirmation link (no SMTP configured)");
         }
         Transport::Smtp(smtp) => {
             let Some(message) = message(settings, row.id, mail, &link) else {
                 // An address our parser took but the mail library does not:
-                // nothing can reach it; the hold will expire.
-                tracing::warn!(order_id = %mail.order_id, "cannot mail this buyer's address");
+                // nothing can reach it; a hold will expire.
+                tracing::warn!(order_id = ?mail.order_id(), entry_id = ?mail.entry_id(),
+                    "cannot mail this address");
                 return Ok(());
             };
             smtp.send(message)
@@ -244,10 +351,12 @@ async fn send_once(
         }
     }
     sqlx::query!(
-        "INSERT INTO mail_sent (message_id, order_id, recipient) VALUES ($1, $2, $3)
+        "INSERT INTO mail_sent (message_id, order_id, waitlist_entry_id, recipient)
+         VALUES ($1, $2, $3, $4)
          ON CONFLICT (message_id) DO NOTHING",
         row.id,
-        mail.order_id.get(),
+        mail.order_id().map(OrderId::get),
+        mail.entry_id().map(WaitlistEntryId::get),
         mail.email,
     )
     .execute(db)
@@ -256,27 +365,13 @@ async fn send_once(
     Ok(())
 }
 
-fn message(
-    settings: &MailSettings,
-    message_id: Uuid,
-    mail: &Confirmation,
-    link: &str,
-) -> Option<Message> {
+fn message(settings: &MailSettings, message_id: Uuid, mail: &Mail, link: &str) -> Option<Message> {
     let to = mail.email.parse::<Mailbox>().ok()?;
-    let until = mail
-        .hold_expires_at
-        .map(|at| format!(" before {}", format_time(at)))
-        .unwrap_or_default();
-    let body = format!(
-        "Your tickets are held for you. Confirm your order{until} to get them:\n\n\
-         {link}\n\n\
-         If you did not order tickets, ignore this mail: the hold ends by itself \
-         and nothing is charged.\n"
-    );
+    let (subject, body) = mail.text(link);
     Message::builder()
         .from(settings.from.clone())
         .to(to)
-        .subject("Confirm your tickets")
+        .subject(subject)
         .message_id(Some(format!("<{message_id}@stampede>")))
         .header(ContentType::TEXT_PLAIN)
         .body(plain_body(body))
@@ -340,7 +435,7 @@ mod tests {
     }
 
     #[test]
-    fn only_held_orders_created_ask_for_a_mail() {
+    fn held_orders_and_new_places_on_a_waiting_list_ask_for_a_mail() {
         let row = |kind: &str, status: &str| OutboxRow {
             xid: 1,
             position: 1,
@@ -356,10 +451,31 @@ mod tests {
             }),
             created_at: OffsetDateTime::UNIX_EPOCH,
         };
-        let mail = confirmation_of(&row("order.created", "held")).unwrap();
+        let mail = mail_of(&row("order.created", "held")).unwrap();
         assert_eq!(mail.email, "a@b.test");
-        assert!(mail.hold_expires_at.is_some());
-        assert!(confirmation_of(&row("order.created", "confirmed")).is_none());
-        assert!(confirmation_of(&row("order.confirmed", "held")).is_none());
+        assert!(matches!(
+            mail.about,
+            About::Hold {
+                hold_expires_at: Some(_),
+                offer_to: None,
+                ..
+            }
+        ));
+        assert!(mail_of(&row("order.created", "confirmed")).is_none());
+        assert!(mail_of(&row("order.confirmed", "held")).is_none());
+        // A place on a waiting list asks for its own mail, with its own link.
+        let mut joined = row("waitlist.joined", "");
+        let entry = Uuid::new_v4();
+        joined.payload["waitlist_entry_id"] = serde_json::json!(entry);
+        let mail = mail_of(&joined).unwrap();
+        let key = ConfirmKey::random();
+        let link = mail.link(&key, "https://x.test");
+        assert_eq!(
+            link,
+            format!(
+                "https://x.test/waiting-list/{entry}/confirm?t={}",
+                key.waitlist_token(WaitlistEntryId::from(entry)).as_str()
+            )
+        );
     }
 }

@@ -54,6 +54,7 @@ pub async fn cancel(
     };
     return_tickets(
         &mut tx,
+        now,
         order.ticket_type_id,
         &order.buyer_key,
         order.quantity,
@@ -98,6 +99,7 @@ pub async fn cancel_by_organizer(
     };
     return_tickets(
         &mut tx,
+        now,
         order.ticket_type_id,
         &order.buyer_key,
         order.quantity,
@@ -110,10 +112,11 @@ pub async fn cancel_by_organizer(
 }
 
 /// The rest of a cancel's transaction, once its order is marked cancelled:
-/// its tickets back on sale, its presale code's uses given back and the
-/// buyer's holdings freed.
+/// its tickets back on sale (offered to the waiting list first), its
+/// presale code's uses given back and the buyer's holdings freed.
 async fn return_tickets(
     tx: &mut sqlx::PgConnection,
+    now: OffsetDateTime,
     ticket_type_id: uuid::Uuid,
     buyer_key: &str,
     quantity: i32,
@@ -145,6 +148,7 @@ async fn return_tickets(
     )
     .execute(&mut *tx)
     .await?;
+    db::waitlist::offer_returned_stock(tx, ticket_type_id, now).await?;
     Ok(())
 }
 

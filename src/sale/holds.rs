@@ -121,7 +121,7 @@ pub async fn expire_holds(db: &PgPool, now: OffsetDateTime) -> Result<u64, AppEr
             .entry((hold.event_id, hold.buyer_key.as_str()))
             .or_default() += hold.quantity;
     }
-    for (ticket_type_id, quantity) in stock {
+    for (&ticket_type_id, &quantity) in &stock {
         sqlx::query_file!("sql/sale/cancel_restock.sql", ticket_type_id, quantity)
             .execute(&mut *tx)
             .await?;
@@ -150,6 +150,11 @@ pub async fn expire_holds(db: &PgPool, now: OffsetDateTime) -> Result<u64, AppEr
         )
         .execute(&mut *tx)
         .await?;
+    }
+    // What came back goes to the waiting lists first, in this transaction:
+    // an expired offer moves on to the next in line.
+    for &ticket_type_id in stock.keys() {
+        crate::db::waitlist::offer_returned_stock(&mut tx, ticket_type_id, now).await?;
     }
     tx.commit().await?;
     let count = expired.len() as u64;

@@ -22,6 +22,7 @@ mod queue;
 mod state;
 mod telemetry;
 pub mod views;
+mod waitlist;
 mod webhooks;
 
 pub use error::ApiError;
@@ -69,6 +70,13 @@ pub fn app(state: AppState) -> Router {
         .route("/orders/{id}", get(pages::order))
         .route("/orders/{id}/cancel", post(pages::cancel))
         .route("/orders/{id}/confirm", get(pages::confirm))
+        .route(
+            "/events/{id}/waiting-list",
+            limited_per_ip(post(waitlist::join), &state),
+        )
+        .route("/waiting-list/{id}", get(waitlist::show))
+        .route("/waiting-list/{id}/confirm", get(waitlist::confirm))
+        .route("/waiting-list/{id}/leave", post(waitlist::leave))
         // Door staff, through a staff link (no account).
         .route("/door", get(door::scanner).post(door::scan));
 
@@ -119,6 +127,14 @@ pub fn app(state: AppState) -> Router {
             get(presale::show).post(presale::create),
         )
         .route("/organizer/events/{id}/codes.csv", get(presale::export))
+        .route(
+            "/organizer/events/{id}/waiting-list",
+            get(waitlist::organizer_show),
+        )
+        .route(
+            "/organizer/events/{id}/waiting-list/offers",
+            post(waitlist::set_offers),
+        )
         .route("/organizer/events/{id}/publish", post(organizer::publish))
         .route(
             "/organizer/events/{id}/unpublish",

@@ -235,6 +235,7 @@ pub async fn update(
                 &state.quotas,
                 detail.event.id,
                 &new,
+                state.clock.now(),
             )
             .await
         }

@@ -191,6 +191,48 @@ pub async fn fixture_organizer(pool: &PgPool) -> Uuid {
     .unwrap()
 }
 
+/// The organizer's edit of the one ticket type (max 1 per order and buyer),
+/// setting its capacity, through the code the edit page uses.
+pub async fn set_capacity(
+    pool: &PgPool,
+    fixture: &Fixture,
+    capacity: i32,
+) -> Result<(), stampede::error::AppError> {
+    let detail = db::events::find(pool, fixture.event_id.into())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut input = EventInput {
+        title: detail.event.title.clone(),
+        description: detail.event.description.clone(),
+        venue: detail.event.venue.clone(),
+        starts_at: stampede::web::views::datetime_local(detail.event.starts_at),
+        sale_opens_at: stampede::web::views::datetime_local(detail.event.sale_opens_at),
+        ..Default::default()
+    };
+    let tt = &detail.ticket_types[0];
+    input.ticket_types.push(TicketTypeInput {
+        id: Some(tt.id),
+        name: tt.name.clone(),
+        price: "25.00".into(),
+        currency: "EUR".into(),
+        capacity: capacity.to_string(),
+        max_per_order: "1".into(),
+        max_per_buyer: "1".into(),
+        price_is_minor: false,
+        hidden: false,
+    });
+    db::events::update(
+        pool,
+        fixture.organizer_id.into(),
+        &Default::default(),
+        detail.event.id,
+        &input.parse().unwrap(),
+        now(),
+    )
+    .await
+}
+
 /// The sale invariants, from the tables, for every ticket type (see the
 /// README): stock adds up, no limit is exceeded, one order per key.
 /// Returns the number of tickets sold per ticket type, in id order.
@@ -333,6 +375,26 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
     assert!(
         code_drift.is_empty(),
         "presale codes whose uses drifted: {code_drift:?}"
+    );
+    // A waiting list offer is one order, for its own buyer and ticket type,
+    // and made only to a place that was in line (confirmed, with a position).
+    let bad_offers: Vec<(Uuid, Option<Uuid>)> = sqlx::query_as(
+        "SELECT w.id, w.order_id FROM waitlist_entries w
+         LEFT JOIN orders o ON o.id = w.order_id
+         WHERE (w.status = 'offered'
+                AND (o.id IS NULL OR o.buyer_key <> w.buyer_key
+                     OR o.ticket_type_id <> w.ticket_type_id OR w.position IS NULL
+                     OR o.quantity > w.quantity OR o.confirm_token_hash <> w.token_hash))
+            OR (w.status <> 'offered' AND w.order_id IS NOT NULL)
+            OR w.order_id IN (SELECT order_id FROM waitlist_entries
+                              GROUP BY order_id HAVING count(*) > 1)",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert!(
+        bad_offers.is_empty(),
+        "waiting list offers that do not match their orders: {bad_offers:?}"
     );
     let duplicate_keys: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM (SELECT 1 FROM orders GROUP BY email, idempotency_key HAVING count(*) > 1) d",

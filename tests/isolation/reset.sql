@@ -3,3 +3,4 @@
 TRUNCATE organizers, events, ticket_types, orders, tickets, buyer_holdings,
          event_buyer_holdings, outbox CASCADE;
 ALTER SEQUENCE order_ids RESTART;
+ALTER SEQUENCE waitlist_position RESTART;

@@ -73,6 +73,8 @@ use crate::web::{error::ErrorBody, extract::PageContext, views};
         super::checkin::search_tickets,
         super::presale::list,
         super::presale::create,
+        super::waitlist::get_lists,
+        super::waitlist::put_offers,
         super::waiting_room::get_room,
         super::waiting_room::put_room,
         crate::web::queue::api_join,

@@ -13,6 +13,7 @@ mod organizer_wire;
 mod presale;
 mod rate_limit;
 pub(crate) mod waiting_room;
+mod waitlist;
 mod webhooks;
 mod webhooks_wire;
 mod wire;

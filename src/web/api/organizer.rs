@@ -59,6 +59,10 @@ pub fn routes() -> Router<AppState> {
             get(super::presale::list).post(super::presale::create),
         )
         .route(
+            &format!("{EVENT}/waiting-list"),
+            get(super::waitlist::get_lists).put(super::waitlist::put_offers),
+        )
+        .route(
             &format!("{EVENT}/waiting-room"),
             get(super::waiting_room::get_room).put(super::waiting_room::put_room),
         )
@@ -166,9 +170,16 @@ async fn save(
         other => other,
     };
     let new = input.parse().map_err(|e| renamed(e.into()))?;
-    db::events::update(&state.db, organizer.id, &state.quotas, event_id, &new)
-        .await
-        .map_err(renamed)?;
+    db::events::update(
+        &state.db,
+        organizer.id,
+        &state.quotas,
+        event_id,
+        &new,
+        state.clock.now(),
+    )
+    .await
+    .map_err(renamed)?;
     state.events.forget(event_id).await;
     Ok(())
 }

@@ -119,11 +119,14 @@ pub fn page(
                     SaleState::Closed => p.notice { "The sale for this event has closed." },
                     SaleState::Open if detail.sold_out() && detail.held() > 0 => p.notice role="status" {
                         "All tickets are in baskets — some may come back. Buyers have a few minutes to confirm theirs; "
-                        "tickets not confirmed in time go back on sale here."
+                        "tickets not confirmed in time go to the waiting list, or back on sale here."
                     },
                     SaleState::Open if detail.sold_out() => p.notice.sold-out role="status" { "Sold out. Every ticket has found its owner." },
                     SaleState::Open if gated.is_some() => {},
                     SaleState::Open => (buy_form(ctx, detail, form)),
+                }
+                @if state == SaleState::Open {
+                    (super::waitlist::join_form(ctx, detail, &super::waitlist::JoinForm::default()))
                 }
             }
         },

@@ -11,6 +11,7 @@ pub mod orders;
 pub mod organizer;
 pub mod presale;
 pub mod queue;
+pub mod waitlist;
 pub mod webhooks;
 
 use axum::http::StatusCode;

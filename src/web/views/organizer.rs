@@ -271,6 +271,7 @@ pub fn status_bar(ctx: &PageContext, id: EventId, state: SaleState, page: EventP
                 @if !cancelled {
                     a.button.secondary href={ "/organizer/events/" (id) "/codes" } { "Presale codes" }
                 }
+                a.button.secondary href={ "/organizer/events/" (id) "/waiting-list" } { "Waiting lists" }
                 @match state {
                     SaleState::Draft => form method="post" action={ "/organizer/events/" (id) "/publish" } data-once {
                         (csrf_field(ctx))

@@ -1,0 +1,463 @@
+//! Waiting lists, one per ticket type: buyers join a sold-out type's list
+//! and confirm their address from a mail; stock that comes back is offered
+//! to the first in line as a held order.
+//!
+//! The offers ([`offer_returned_stock`]) run inside the transaction that
+//! frees the stock (a cancel, an expired hold, a raised capacity, the
+//! organizer switching offers on), after the statement that put the tickets
+//! back: that statement locked the ticket type's row, so offers for one
+//! type take turns, and the tickets go from the one who gave them back to
+//! the one first in line without ever being on sale in between: a bot
+//! refreshing the event page never sees them. An offer is an ordinary held
+//! order (`src/sale/holds.rs`): its stock and the buyer's limits are taken
+//! by the sale's own statements, its mail goes out through the outbox, and
+//! when it expires its stock comes back, and so goes to the next in line.
+
+use sqlx::{Connection as _, PgConnection, PgPool};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::{
+    domain::{
+        ConfirmKey, ConfirmToken, Email, EventId, InvalidField, OrderId, OrderStatus, OrganizerId,
+        Quantity, TicketTypeId, WaitlistEntryId, WaitlistStatus,
+    },
+    error::AppError,
+};
+
+/// What joining did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Joined {
+    /// A new place, waiting for its mail to be confirmed.
+    New(WaitlistEntryId),
+    /// This address already has a place (confirmed or not) on this list;
+    /// nothing was written and no second mail goes out.
+    Already,
+}
+
+/// Join a sold-out ticket type's waiting list with `email`, for `quantity`
+/// tickets. The place counts once its address is confirmed: the outbox
+/// asks the mailer for the link (`waitlist.joined`), in the same statement.
+pub async fn join(
+    db: &PgPool,
+    key: &ConfirmKey,
+    now: OffsetDateTime,
+    event_id: EventId,
+    ticket_type_id: TicketTypeId,
+    email: &Email,
+    quantity: Quantity,
+) -> Result<Joined, AppError> {
+    let row = sqlx::query!(
+        r#"SELECT t.remaining, LEAST(t.max_per_order, t.max_per_buyer) AS "most!", t.hidden,
+                  sale_open(t.event_status, t.event_sale_opens_at, t.event_sale_closes_at,
+                            t.event_starts_at, $3) AS "open!"
+           FROM ticket_types t WHERE t.id = $1 AND t.event_id = $2 AND t.event_status = 'published'"#,
+        ticket_type_id.get(),
+        event_id.get(),
+        now,
+    )
+    .fetch_optional(db)
+    .await?;
+    let row = match row {
+        Some(row) if !row.hidden => row,
+        _ => return Err(AppError::NotFound),
+    };
+    if !row.open {
+        return Err(AppError::SaleClosed(
+            "The sale is not open, and neither is its waiting list.",
+        ));
+    }
+    if row.remaining > 0 {
+        return Err(AppError::NotSoldOut);
+    }
+    if quantity.get() > row.most {
+        return Err(InvalidField::new(
+            "quantity",
+            format!("At most {} tickets of this type per buyer.", row.most),
+        )
+        .into());
+    }
+    let entry_id = WaitlistEntryId::from(Uuid::new_v4());
+    let token_hash = key.waitlist_token(entry_id).hash();
+    let buyer = crate::domain::BuyerKey::from(email);
+    let joined = sqlx::query_file_scalar!(
+        "sql/waitlist/join.sql",
+        entry_id.get(),
+        ticket_type_id.get(),
+        email.as_str(),
+        buyer.as_str(),
+        quantity.get(),
+        token_hash,
+        now,
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(match joined {
+        Some(id) => Joined::New(WaitlistEntryId::from(id)),
+        None => Joined::Already,
+    })
+}
+
+/// A place as its holder sees it (through the link in their mail).
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub id: WaitlistEntryId,
+    pub event_id: EventId,
+    pub event_title: String,
+    pub ticket_type_name: String,
+    pub email: String,
+    pub quantity: i32,
+    pub status: WaitlistStatus,
+    /// People before this one in line, while waiting.
+    pub ahead: Option<i64>,
+    pub order_id: Option<OrderId>,
+    pub order_status: Option<OrderStatus>,
+    pub hold_expires_at: Option<OffsetDateTime>,
+    /// Tickets of the type on sale right now.
+    pub remaining: i32,
+}
+
+/// The place, for the holder of its token; [`AppError::Forbidden`] with
+/// another token.
+pub async fn find(
+    db: &PgPool,
+    entry_id: WaitlistEntryId,
+    token: &ConfirmToken,
+) -> Result<Entry, AppError> {
+    let row = sqlx::query!(
+        r#"SELECT w.id, t.event_id, e.title, t.name, w.email, w.quantity, w.token_hash,
+                  w.status AS "status: WaitlistStatus", t.remaining,
+                  CASE WHEN w.status = 'waiting' THEN
+                      (SELECT count(*) FROM waitlist_entries a
+                       WHERE a.ticket_type_id = w.ticket_type_id AND a.status = 'waiting'
+                         AND a.position < w.position)
+                  END AS ahead,
+                  o.id AS "order_id?",
+                  CASE WHEN o.cancel_reason = 'expired' THEN 'expired' ELSE o.status END
+                      AS "order_status?: OrderStatus",
+                  o.hold_expires_at AS "hold_expires_at?"
+           FROM waitlist_entries w
+           JOIN ticket_types t ON t.id = w.ticket_type_id
+           JOIN events e ON e.id = t.event_id
+           LEFT JOIN orders o ON o.id = w.order_id
+           WHERE w.id = $1"#,
+        entry_id.get(),
+    )
+    .fetch_optional(db)
+    .await?
+    .ok_or(AppError::NotFound)?;
+    if row.token_hash != token.hash() {
+        return Err(AppError::Forbidden(
+            "This link is not valid for this place on the waiting list.",
+        ));
+    }
+    Ok(Entry {
+        id: WaitlistEntryId::from(row.id),
+        event_id: EventId::from(row.event_id),
+        event_title: row.title,
+        ticket_type_name: row.name,
+        email: row.email,
+        quantity: row.quantity,
+        status: row.status,
+        ahead: row.ahead,
+        order_id: row.order_id.map(OrderId::from),
+        order_status: row.order_status,
+        hold_expires_at: row.hold_expires_at,
+        remaining: row.remaining,
+    })
+}
+
+/// Confirm a place from the mailed link: it gets its position in line now.
+/// A second click changes nothing.
+pub async fn confirm(
+    db: &PgPool,
+    now: OffsetDateTime,
+    entry_id: WaitlistEntryId,
+    token: &ConfirmToken,
+) -> Result<Entry, AppError> {
+    let confirmed = sqlx::query_file_scalar!(
+        "sql/waitlist/confirm_place.sql",
+        entry_id.get(),
+        token.hash(),
+        now
+    )
+    .fetch_optional(db)
+    .await?;
+    if confirmed.is_some() {
+        tracing::info!(%entry_id, "waiting list place confirmed");
+        metrics::counter!("stampede_waitlist_confirmed_total").increment(1);
+    }
+    find(db, entry_id, token).await
+}
+
+/// Leave the list (before an offer); leaving twice is no error.
+pub async fn leave(
+    db: &PgPool,
+    entry_id: WaitlistEntryId,
+    token: &ConfirmToken,
+) -> Result<Entry, AppError> {
+    sqlx::query_file_scalar!("sql/waitlist/leave.sql", entry_id.get(), token.hash())
+        .fetch_optional(db)
+        .await?;
+    find(db, entry_id, token).await
+}
+
+/// Offer what `ticket_type_id` has on sale to its waiting list, first in
+/// line first, as held orders; returns how many offers were made. Call it
+/// inside the transaction that gave tickets back, after the statement that
+/// did (it holds the ticket type's row lock, so the tickets counted here
+/// are the ones this transaction sees until it commits). Nothing is
+/// offered while the event's offers are off, the type is hidden or halted,
+/// or its sale is not open at `now`.
+///
+/// Each person gets what they asked for, or what came back if that is less,
+/// within the type's per-order and per-buyer limits and the event's. One
+/// who already holds their limit is passed over (`passed`): the line moves on.
+pub async fn offer_returned_stock(
+    tx: &mut PgConnection,
+    ticket_type_id: Uuid,
+    now: OffsetDateTime,
+) -> Result<u32, AppError> {
+    let mut offers = 0;
+    loop {
+        let Some(next) = sqlx::query_file!("sql/waitlist/next_in_line.sql", ticket_type_id, now)
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            break;
+        };
+        let made = if next.offer > 0 {
+            offer(
+                tx,
+                ticket_type_id,
+                now,
+                next.id,
+                &next.buyer_key,
+                next.offer,
+            )
+            .await?
+        } else {
+            Offer::OverLimit
+        };
+        match made {
+            Offer::Made => {
+                offers += 1;
+                continue;
+            }
+            // Not expected (the row was read under its lock): stop, and
+            // leave the line as it is.
+            Offer::NoStock => break,
+            Offer::OverLimit => {}
+        }
+        sqlx::query_file!("sql/waitlist/pass_entry.sql", next.id)
+            .execute(&mut *tx)
+            .await?;
+        tracing::info!(entry_id = %next.id, "waiting list place passed over: the buyer holds their limit");
+    }
+    if offers > 0 {
+        metrics::counter!("stampede_waitlist_offers_total").increment(u64::from(offers));
+        tracing::info!(%ticket_type_id, offers, "returned tickets offered to the waiting list");
+    }
+    Ok(offers)
+}
+
+/// What one offer did.
+enum Offer {
+    Made,
+    /// The buyer's limits refuse it (they bought meanwhile): nothing written.
+    OverLimit,
+    /// The stock UPDATE refused it: nothing written.
+    NoStock,
+}
+
+/// One offer, in a savepoint: the held order with the sale's own
+/// statements (the buyer's limits, then the conditional stock UPDATE).
+async fn offer(
+    tx: &mut PgConnection,
+    ticket_type_id: Uuid,
+    now: OffsetDateTime,
+    entry_id: Uuid,
+    buyer_key: &str,
+    quantity: i32,
+) -> Result<Offer, AppError> {
+    let mut offer = tx.begin().await?;
+    let order_id =
+        sqlx::query_file_scalar!("sql/waitlist/offer_order.sql", entry_id, quantity, now)
+            .fetch_optional(&mut *offer)
+            .await?;
+    let held = sqlx::query_file_scalar!(
+        "sql/sale/hold_ticket_type.sql",
+        ticket_type_id,
+        buyer_key,
+        quantity,
+    )
+    .fetch_optional(&mut *offer)
+    .await?;
+    let held_in_event = sqlx::query_file_scalar!(
+        "sql/sale/hold_event.sql",
+        ticket_type_id,
+        buyer_key,
+        quantity
+    )
+    .fetch_optional(&mut *offer)
+    .await?;
+    let taken = sqlx::query_file_scalar!("sql/sale/take_stock.sql", ticket_type_id, quantity, now)
+        .fetch_optional(&mut *offer)
+        .await?;
+    let made = match (order_id, held, held_in_event, taken) {
+        (Some(_), Some(_), Some(_), Some(_)) => Offer::Made,
+        (_, _, _, None) | (None, _, _, _) => Offer::NoStock,
+        _ => Offer::OverLimit,
+    };
+    if matches!(made, Offer::Made) {
+        offer.commit().await?;
+    } else {
+        offer.rollback().await?;
+    }
+    Ok(made)
+}
+
+/// Offer returned stock of every ticket type of the event (each type's
+/// row locked first, in id order): when the organizer switches offers on.
+async fn offer_event_stock(
+    tx: &mut PgConnection,
+    event_id: EventId,
+    now: OffsetDateTime,
+) -> Result<u32, AppError> {
+    let types = sqlx::query_file_scalar!("sql/waitlist/lock_event_types.sql", event_id.get())
+        .fetch_all(&mut *tx)
+        .await?;
+    let mut offers = 0;
+    for ticket_type_id in types {
+        offers += offer_returned_stock(tx, ticket_type_id, now).await?;
+    }
+    Ok(offers)
+}
+
+/// Turn the event's automatic offers on or off. Turning them on offers
+/// what is on sale now to those in line; returns how many offers that made.
+pub async fn set_offers(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    event_id: EventId,
+    on: bool,
+    now: OffsetDateTime,
+) -> Result<u32, AppError> {
+    let mut tx = db.begin().await?;
+    // The organizer's row first, as an event edit takes it: the two queue.
+    super::events::lock_organizer(&mut tx, organizer_id).await?;
+    let updated = sqlx::query_scalar!(
+        "UPDATE events SET waitlist_offers = $3 WHERE id = $1 AND organizer_id = $2 RETURNING id",
+        event_id.get(),
+        organizer_id.get(),
+        on,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if updated.is_none() {
+        return Err(AppError::NotFound);
+    }
+    let offers = if on {
+        offer_event_stock(&mut tx, event_id, now).await?
+    } else {
+        0
+    };
+    tx.commit().await?;
+    tracing::info!(%event_id, on, offers, "waiting list offers switched");
+    Ok(offers)
+}
+
+/// One place, as the organizer sees it.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ListedEntry {
+    pub id: WaitlistEntryId,
+    pub ticket_type_id: TicketTypeId,
+    pub email: String,
+    pub quantity: i32,
+    pub status: WaitlistStatus,
+    #[serde(with = "time::serde::rfc3339")]
+    pub joined_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub offered_at: Option<OffsetDateTime>,
+    pub order_id: Option<OrderId>,
+}
+
+/// An event's waiting lists for its organizer.
+#[derive(Debug, Clone)]
+pub struct EventLists {
+    pub offers_on: bool,
+    /// How many wait in line, per ticket type (types without anyone absent).
+    pub lengths: Vec<(TicketTypeId, i64)>,
+    /// The places, by ticket type, those in line first in their order (at
+    /// most [`MAX_LISTED`]).
+    pub entries: Vec<ListedEntry>,
+}
+
+impl EventLists {
+    /// How many wait in line for the ticket type.
+    pub fn waiting(&self, ticket_type_id: TicketTypeId) -> i64 {
+        self.lengths
+            .iter()
+            .find(|(id, _)| *id == ticket_type_id)
+            .map_or(0, |(_, n)| *n)
+    }
+}
+
+/// Places listed per event at most (the line's head comes first).
+pub const MAX_LISTED: i64 = 2000;
+
+/// The event's lists, if it is this organizer's.
+pub async fn list(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    event_id: EventId,
+) -> Result<EventLists, AppError> {
+    let offers_on = sqlx::query_scalar!(
+        "SELECT waitlist_offers FROM events WHERE id = $1 AND organizer_id = $2",
+        event_id.get(),
+        organizer_id.get(),
+    )
+    .fetch_optional(db)
+    .await?
+    .ok_or(AppError::NotFound)?;
+    let lengths = sqlx::query!(
+        r#"SELECT w.ticket_type_id, count(*) AS "waiting!"
+           FROM waitlist_entries w JOIN ticket_types t ON t.id = w.ticket_type_id
+           WHERE t.event_id = $1 AND w.status = 'waiting' GROUP BY w.ticket_type_id"#,
+        event_id.get(),
+    )
+    .fetch_all(db)
+    .await?
+    .into_iter()
+    .map(|row| (TicketTypeId::from(row.ticket_type_id), row.waiting))
+    .collect();
+    let entries = sqlx::query!(
+        r#"SELECT w.id, w.ticket_type_id, w.email, w.quantity, w.status AS "status: WaitlistStatus",
+                  w.created_at, w.offered_at, w.order_id
+           FROM waitlist_entries w JOIN ticket_types t ON t.id = w.ticket_type_id
+           WHERE t.event_id = $1
+           ORDER BY t.position, w.status <> 'waiting', w.position NULLS LAST, w.created_at
+           LIMIT $2"#,
+        event_id.get(),
+        MAX_LISTED,
+    )
+    .fetch_all(db)
+    .await?
+    .into_iter()
+    .map(|row| ListedEntry {
+        id: WaitlistEntryId::from(row.id),
+        ticket_type_id: TicketTypeId::from(row.ticket_type_id),
+        email: row.email,
+        quantity: row.quantity,
+        status: row.status,
+        joined_at: row.created_at,
+        offered_at: row.offered_at,
+        order_id: row.order_id.map(OrderId::from),
+    })
+    .collect();
+    Ok(EventLists {
+        offers_on,
+        lengths,
+        entries,
+    })
+}
