@@ -19,9 +19,9 @@ CREATE TABLE waitlist_entries (
     quantity       integer NOT NULL CONSTRAINT waitlist_quantity_positive CHECK (quantity > 0),
     -- unconfirmed: the mail is out; waiting: in line; offered: a held order
     -- was made (`order_id`); passed: skipped, the buyer already holds their
-    -- limit; left: the buyer left the list.
+    -- limit; left: the buyer left the list; closed: the event was cancelled.
     status         text NOT NULL DEFAULT 'unconfirmed' CONSTRAINT waitlist_status_known
-        CHECK (status IN ('unconfirmed', 'waiting', 'offered', 'passed', 'left')),
+        CHECK (status IN ('unconfirmed', 'waiting', 'offered', 'passed', 'left', 'closed')),
     -- SHA-256 of the token in the mail (derived from the id with the
     -- confirmation key): it confirms the place, and later the offer.
     token_hash     bytea NOT NULL,
@@ -30,7 +30,7 @@ CREATE TABLE waitlist_entries (
     created_at     timestamptz NOT NULL DEFAULT now(),
     confirmed_at   timestamptz,
     offered_at     timestamptz,
-    CONSTRAINT waitlist_in_line_has_position CHECK (status IN ('unconfirmed', 'left') OR position IS NOT NULL),
+    CONSTRAINT waitlist_in_line_has_position CHECK (status IN ('unconfirmed', 'left', 'closed') OR position IS NOT NULL),
     CONSTRAINT waitlist_offered_has_order CHECK (status <> 'offered' OR offered_at IS NOT NULL)
 );
 -- One open place per buyer and ticket type.

@@ -389,6 +389,23 @@ async fn a_cancel_a_raised_capacity_and_the_switch_serve_the_line(
     assert_eq!(lists.entries.len(), 4);
     assert_eq!(lists.waiting(tt.into()), 0);
     assert_invariants(&pool).await;
+    // Eve declines: the place's token releases the offer (the page's
+    // "Release them"), and with nobody left in line the ticket goes on sale.
+    let eve_order = lists
+        .entries
+        .iter()
+        .find(|e| e.id == eve)
+        .and_then(|e| e.order_id)
+        .unwrap();
+    let token = key.waitlist_token(eve);
+    let released = CancelSecret::parse(token.as_str()).unwrap();
+    sale::cancel(&pool, at, eve_order, Some(&released))
+        .await
+        .unwrap();
+    assert_eq!(remaining(&pool, tt).await, 1);
+    let late = sale::confirm(&pool, at, eve_order, &token).await;
+    assert!(matches!(late, Err(AppError::AlreadyCancelled)), "{late:?}");
+    assert_invariants(&pool).await;
 }
 
 #[sqlx::test]
@@ -442,6 +459,24 @@ async fn twenty_cancels_at_once_make_one_offer_to_each_of_twenty_in_line(
     for entry in &line[20..] {
         assert_eq!(entry_status(&pool, *entry).await, "waiting");
     }
+    assert_invariants(&pool).await;
+    // The event is cancelled: its offers with its orders, and the places
+    // still in line are closed (nothing will come back to offer).
+    sale::cancel_event(&pool, fixture.organizer_id.into(), fixture.event_id.into())
+        .await
+        .unwrap();
+    for entry in &line[20..] {
+        assert_eq!(entry_status(&pool, *entry).await, "closed");
+    }
+    let live_offers: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM waitlist_entries w JOIN orders o ON o.id = w.order_id
+         WHERE o.status <> 'cancelled'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(live_offers, 0);
+    assert_eq!(remaining(&pool, tt).await, 20);
     assert_invariants(&pool).await;
 }
 

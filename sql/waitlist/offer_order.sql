@@ -7,12 +7,13 @@ WITH entry AS (
     WHERE w.id = $1 AND w.status = 'waiting'
 ), new_order AS (
     -- Held for the event's hold time (10 minutes if its orders are
-    -- confirmed at once); the place's token confirms it.
+    -- confirmed at once); the place's token confirms it, or releases it
+    -- (as its cancel secret).
     INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency,
-                        buyer_key, status, hold_expires_at, confirm_token_hash)
+                        buyer_key, status, hold_expires_at, confirm_token_hash, cancel_secret_hash)
     SELECT en.ticket_type_id, en.email, $2, 'waitlist:' || en.id::text, en.price_minor, en.currency,
            en.buyer_key, 'held', $3::timestamptz + make_interval(secs => COALESCE(en.hold_seconds, 600)),
-           en.token_hash
+           en.token_hash, en.token_hash
     FROM entry en
     RETURNING id, ticket_type_id, email, quantity, status, unit_price_minor, currency, created_at,
               hold_expires_at

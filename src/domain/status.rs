@@ -84,6 +84,8 @@ pub enum WaitlistStatus {
     Passed,
     /// The buyer left the list.
     Left,
+    /// The event was cancelled while this place was open.
+    Closed,
 }
 
 impl WaitlistStatus {
@@ -94,6 +96,7 @@ impl WaitlistStatus {
             Self::Offered => "offered",
             Self::Passed => "passed",
             Self::Left => "left",
+            Self::Closed => "closed",
         }
     }
 
@@ -104,6 +107,7 @@ impl WaitlistStatus {
             "offered" => Some(Self::Offered),
             "passed" => Some(Self::Passed),
             "left" => Some(Self::Left),
+            "closed" => Some(Self::Closed),
             _ => None,
         }
     }
@@ -155,6 +159,7 @@ mod tests {
             WaitlistStatus::Offered,
             WaitlistStatus::Passed,
             WaitlistStatus::Left,
+            WaitlistStatus::Closed,
         ] {
             assert_eq!(WaitlistStatus::from_db(status.as_str()), Some(status));
         }

@@ -223,6 +223,10 @@ pub async fn cancel_event(
     sqlx::query_file!("sql/events/cancel_event_release_codes.sql", event_id.get())
         .execute(&mut *tx)
         .await?;
+    // Its waiting lists close: nothing will come back to offer.
+    sqlx::query_file!("sql/events/cancel_event_close_lists.sql", event_id.get())
+        .execute(&mut *tx)
+        .await?;
     tx.commit().await?;
     tracing::info!(%event_id, cancelled, "event cancelled");
     Ok(cancelled)

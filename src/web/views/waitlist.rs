@@ -156,7 +156,9 @@ pub fn entry_page(
                                 }
                                 ". "
                                 a href={ "/orders/" (order_id) "/confirm?t=" (token.as_str()) } { "Confirm your order" }
-                                " to get them."
+                                " to get them. Not coming? "
+                                a href={ "/orders/" (order_id) "?s=" (token.as_str()) } { "Release them" }
+                                " to the next person in line."
                             },
                             Some(OrderStatus::Confirmed) => p.notice.success role="status" {
                                 "Your order from the waiting list is confirmed: "
@@ -172,6 +174,7 @@ pub fn entry_page(
                     "Tickets came back while you already held as many as one buyer may, so they went to the next person in line."
                 },
                 WaitlistStatus::Left => p.notice role="status" { "You left this waiting list." },
+                WaitlistStatus::Closed => p.notice role="status" { "The event was cancelled, and its waiting lists with it." },
             }
             @if matches!(entry.status, WaitlistStatus::Unconfirmed | WaitlistStatus::Waiting) {
                 form method="post" action=(leave_action) {
