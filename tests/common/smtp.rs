@@ -50,15 +50,28 @@ pub struct Sink {
     task: JoinHandle<()>,
 }
 
+/// Recipients starting with this are refused for good (550), as a server
+/// refuses a mailbox that does not exist.
+pub const REFUSED: &str = "nobody";
+
 impl Sink {
     pub async fn start() -> Self {
+        Self::start_slow(Duration::ZERO).await
+    }
+
+    /// A sink that takes `per_mail` to accept each mail, as a real server
+    /// does (its disk, its checks).
+    pub async fn start_slow(per_mail: Duration) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let mails = Arc::new(Mutex::new(Vec::new()));
         let kept = Arc::clone(&mails);
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(session(stream, Arc::clone(&kept)));
+                // Replies go out at once, as a real server's do (no 40 ms
+                // Nagle and delayed-ACK stall per exchange on loopback).
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(session(stream, Arc::clone(&kept), per_mail));
             }
         });
         Self { addr, mails, task }
@@ -92,7 +105,7 @@ impl Drop for Sink {
     }
 }
 
-async fn session(stream: TcpStream, mails: Arc<Mutex<Vec<Mail>>>) {
+async fn session(stream: TcpStream, mails: Arc<Mutex<Vec<Mail>>>, per_mail: Duration) {
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read);
     let _ = write.write_all(b"220 test-sink ESMTP\r\n").await;
@@ -116,6 +129,7 @@ async fn session(stream: TcpStream, mails: Arc<Mutex<Vec<Mail>>>) {
                 from = address(&command);
                 b"250 ok\r\n"
             }
+            "RCPT" if address(&command).starts_with(REFUSED) => b"550 no such mailbox\r\n",
             "RCPT" => {
                 to.push(address(&command));
                 b"250 ok\r\n"
@@ -137,6 +151,7 @@ async fn session(stream: TcpStream, mails: Arc<Mutex<Vec<Mail>>>) {
                     }
                     data.push_str(line.strip_prefix('.').unwrap_or(&line));
                 }
+                tokio::time::sleep(per_mail).await;
                 mails.lock().unwrap().push(Mail {
                     from: std::mem::take(&mut from),
                     to: std::mem::take(&mut to),
