@@ -117,7 +117,7 @@ pub fn spawn(
     let transport = Transport::new(&settings)?;
     if matches!(transport, Transport::Log) {
         tracing::warn!(
-            "no --smtp-url: confirmation links of held orders are logged, not mailed \
+            "no --smtp-url: the links of held orders and waiting list places are logged, not mailed \
              (for development only)"
         );
     }
