@@ -213,6 +213,19 @@ impl AppError {
         }
     }
 
+    /// Postgres chose this transaction as a deadlock's victim (40P01): it
+    /// rolled back whole, and running it again is safe.
+    pub fn is_deadlock(&self) -> bool {
+        match self {
+            Self::Internal(err) => err
+                .downcast_ref::<sqlx::Error>()
+                .and_then(|err| err.as_database_error())
+                .and_then(|db| db.code())
+                .is_some_and(|code| code == "40P01"),
+            _ => false,
+        }
+    }
+
     pub fn internal(err: impl Into<anyhow::Error>) -> Self {
         Self::Internal(err.into())
     }

@@ -10,7 +10,10 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    TestApp, TicketSpec, assert_invariants, now, pool, published_event, purchase::purchase_request,
+    TestApp, TicketSpec, assert_invariants,
+    holds::{burst, engine, hold_for, sweep},
+    now, pool, published_event,
+    purchase::purchase_request,
     smtp::Sink,
 };
 use futures::future::join_all;
@@ -23,26 +26,11 @@ use stampede::{
     domain::{ConfirmKey, OrderId, OrderStatus},
     error::AppError,
     mail::{self, MailSettings},
-    sale::{self, Confirmed, EngineSettings, Order, Purchase, Sales, Strategy},
+    sale::{self, Confirmed},
     web::AppState,
 };
 use time::Duration as Span;
 use uuid::Uuid;
-
-/// Make the event hold its orders for `seconds`.
-async fn hold_for(pool: &PgPool, event_id: Uuid, seconds: i32) {
-    sqlx::query("UPDATE events SET hold_seconds = $2 WHERE id = $1")
-        .bind(event_id)
-        .bind(seconds)
-        .execute(pool)
-        .await
-        .unwrap();
-}
-
-fn engine(pool: &PgPool, key: &ConfirmKey) -> Sales {
-    Sales::new(pool.clone(), Strategy::Batch, EngineSettings::default())
-        .with_confirm_key(key.clone())
-}
 
 async fn remaining(pool: &PgPool, ticket_type_id: Uuid) -> i32 {
     sqlx::query_scalar("SELECT remaining FROM ticket_types WHERE id = $1")
@@ -74,45 +62,6 @@ async fn messages(pool: &PgPool, kind: &str) -> Vec<(Uuid, i64)> {
     .fetch_all(pool)
     .await
     .unwrap()
-}
-
-/// `count` buyers, each buying one ticket at `at`, all at once; the orders
-/// written, and how many were refused as sold out.
-async fn burst(
-    sales: &Sales,
-    ticket_type_id: Uuid,
-    at: time::OffsetDateTime,
-    wave: &str,
-    count: usize,
-) -> (Vec<Order>, usize) {
-    let results = join_all((0..count).map(|i| {
-        let sales = sales.clone();
-        let request = purchase_request(ticket_type_id, 1, &format!("{wave}{i}@example.org"));
-        async move { sales.purchase(at, &request).await }
-    }))
-    .await;
-    let mut orders = Vec::new();
-    let mut sold_out = 0;
-    for result in results {
-        match result {
-            Ok(Purchase::Created { order, .. }) => orders.push(order),
-            Err(AppError::SoldOut | AppError::NotEnoughLeft { .. }) => sold_out += 1,
-            other => panic!("unexpected answer: {other:?}"),
-        }
-    }
-    (orders, sold_out)
-}
-
-/// Sweep until nothing is due at `at`; how many this sweeper expired.
-async fn sweep(pool: &PgPool, at: time::OffsetDateTime) -> u64 {
-    let mut expired = 0;
-    loop {
-        let now = sale::expire_holds(pool, at).await.unwrap();
-        if now == 0 {
-            return expired;
-        }
-        expired += now;
-    }
 }
 
 #[sqlx::test]

@@ -5,7 +5,7 @@ WITH joined AS (
     RETURNING id, ticket_type_id, email, quantity
 ), outboxed AS (
     INSERT INTO outbox (kind, event_id, order_id, ticket_type_id, sequence, payload)
-    SELECT 'waitlist.joined', t.event_id, NULL, j.ticket_type_id, 1,
+    SELECT 'waitlist.joined', t.event_id, NULL, NULL, 1,
            jsonb_build_object('waitlist_entry_id', j.id, 'event_id', t.event_id,
                               'ticket_type_id', j.ticket_type_id, 'email', j.email,
                               'quantity', j.quantity)

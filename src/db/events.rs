@@ -257,6 +257,25 @@ pub async fn update(
     new: &NewEvent,
     now: OffsetDateTime,
 ) -> Result<(), AppError> {
+    // Its waiting list offers can meet a cancel crosswise (see
+    // `retry_deadlock`).
+    let mut retries = 0;
+    loop {
+        match update_once(db, organizer_id, quotas, event_id, new, now).await {
+            Err(err) if super::retry_deadlock(&err, &mut retries) => continue,
+            other => return other,
+        }
+    }
+}
+
+async fn update_once(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    quotas: &Quotas,
+    event_id: EventId,
+    new: &NewEvent,
+    now: OffsetDateTime,
+) -> Result<(), AppError> {
     let mut tx = db.begin().await?;
     lock_organizer(&mut tx, organizer_id).await?;
     if save(&mut tx, organizer_id, Some(event_id), new)

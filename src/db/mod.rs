@@ -13,6 +13,29 @@ pub mod presale;
 pub mod waitlist;
 pub mod webhooks;
 
+/// Whether to run a transaction again after `err`: Postgres aborted it as
+/// a deadlock's victim, and it has been run again fewer than
+/// [`DEADLOCK_RETRIES`] times (`retries` counts them). For the transactions
+/// that give tickets back: their offers to a waiting list take the next
+/// buyers' holdings rows after freeing the leaving buyer's, an order no key
+/// can fix in advance, so two of them (or one and a sale) can meet
+/// crosswise. Use it in a loop around the whole transaction.
+pub fn retry_deadlock(err: &crate::error::AppError, retries: &mut u32) -> bool {
+    if !err.is_deadlock() || *retries >= DEADLOCK_RETRIES {
+        return false;
+    }
+    *retries += 1;
+    metrics::counter!("stampede_deadlock_retries_total").increment(1);
+    tracing::info!(
+        retries = *retries,
+        "deadlock victim; running the transaction again"
+    );
+    true
+}
+
+/// How often [`retry_deadlock`] lets a transaction run again.
+pub const DEADLOCK_RETRIES: u32 = 3;
+
 /// One round trip: the database answers (readiness).
 pub async fn ping(db: &sqlx::PgPool) -> Result<(), crate::error::AppError> {
     sqlx::query_scalar!("SELECT 1 AS \"one!\"")

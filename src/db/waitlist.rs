@@ -25,13 +25,18 @@ use crate::{
     error::AppError,
 };
 
+/// How long a place waits for its address to be confirmed before a new
+/// join of the same address replaces it.
+pub const UNCONFIRMED_FOR: time::Duration = time::Duration::hours(1);
+
 /// What joining did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Joined {
     /// A new place, waiting for its mail to be confirmed.
     New(WaitlistEntryId),
-    /// This address already has a place (confirmed or not) on this list;
-    /// nothing was written and no second mail goes out.
+    /// This address already has a place (confirmed, or unconfirmed for
+    /// less than [`UNCONFIRMED_FOR`]) on this list; nothing was written and
+    /// no second mail goes out.
     Already,
 }
 
@@ -80,6 +85,17 @@ pub async fn join(
     let entry_id = WaitlistEntryId::from(Uuid::new_v4());
     let token_hash = key.waitlist_token(entry_id).hash();
     let buyer = crate::domain::BuyerKey::from(email);
+    // A place whose mail was never followed does not block its address
+    // for good (a lost mail, or someone else typing it): after an hour, a
+    // new join replaces it, with a new mail.
+    sqlx::query_file!(
+        "sql/waitlist/drop_unconfirmed.sql",
+        ticket_type_id.get(),
+        buyer.as_str(),
+        now - UNCONFIRMED_FOR,
+    )
+    .execute(db)
+    .await?;
     let joined = sqlx::query_file_scalar!(
         "sql/waitlist/join.sql",
         entry_id.get(),
@@ -205,7 +221,8 @@ pub async fn leave(
 /// Offer what `ticket_type_id` has on sale to its waiting list, first in
 /// line first, as held orders; returns how many offers were made. Call it
 /// inside the transaction that gave tickets back, after the statement that
-/// did (it holds the ticket type's row lock, so the tickets counted here
+/// did (an event edit calls it for every type it saved: a raised capacity,
+/// or tickets on sale while people wait, go to the line) (it holds the ticket type's row lock, so the tickets counted here
 /// are the ones this transaction sees until it commits). Nothing is
 /// offered while the event's offers are off, the type is hidden or halted,
 /// or its sale is not open at `now`.
@@ -337,6 +354,22 @@ async fn offer_event_stock(
 /// Turn the event's automatic offers on or off. Turning them on offers
 /// what is on sale now to those in line; returns how many offers that made.
 pub async fn set_offers(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    event_id: EventId,
+    on: bool,
+    now: OffsetDateTime,
+) -> Result<u32, AppError> {
+    let mut retries = 0;
+    loop {
+        match set_offers_once(db, organizer_id, event_id, on, now).await {
+            Err(err) if super::retry_deadlock(&err, &mut retries) => continue,
+            other => return other,
+        }
+    }
+}
+
+async fn set_offers_once(
     db: &PgPool,
     organizer_id: OrganizerId,
     event_id: EventId,

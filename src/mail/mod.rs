@@ -21,7 +21,10 @@
 //! whether it was sent); both copies carry the same `Message-ID`, built
 //! from the outbox message, so mail clients show one.
 
-use std::time::Duration;
+use std::{
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
 
 use futures_util::{StreamExt as _, stream};
 use lettre::{
@@ -148,6 +151,9 @@ enum RoundError {
     Database(#[from] sqlx::Error),
     #[error("SMTP: {0}")]
     Smtp(String),
+    /// Not started: an earlier mail of the round failed.
+    #[error("postponed after an earlier failure")]
+    Postponed,
 }
 
 /// One round; returns how many outbox rows it read. Its mails go out
@@ -163,9 +169,13 @@ async fn round(
 ) -> Result<usize, RoundError> {
     let mut tx = db.begin().await?;
     let rows = db::outbox::read_after_cursor(&mut tx, Consumer::Mail, settings.batch).await?;
+    // Once one mail fails, the ones not yet started wait for the next
+    // round: an unreachable server costs one wave of timeouts, not the
+    // whole round's.
+    let failed = AtomicBool::new(false);
     let sends: Vec<_> = rows
         .iter()
-        .map(|row| handle(db, key, settings, transport, row))
+        .map(|row| handle(db, key, settings, transport, row, &failed))
         .collect();
     let outcomes: Vec<Result<(), RoundError>> = stream::iter(sends)
         .buffered(settings.concurrency.max(1))
@@ -194,11 +204,19 @@ async fn handle(
     settings: &MailSettings,
     transport: &Transport,
     row: &OutboxRow,
+    failed: &AtomicBool,
 ) -> Result<(), RoundError> {
-    match mail_of(row) {
-        Some(mail) => send_once(db, key, settings, transport, row, &mail).await,
-        None => Ok(()),
+    let Some(mail) = mail_of(row) else {
+        return Ok(());
+    };
+    if failed.load(Ordering::Relaxed) {
+        return Err(RoundError::Postponed);
     }
+    let sent = send_once(db, key, settings, transport, row, &mail).await;
+    if sent.is_err() {
+        failed.store(true, Ordering::Relaxed);
+    }
+    sent
 }
 
 async fn finish(
@@ -378,10 +396,13 @@ async fn send_once(
             };
             match smtp.send(message).await {
                 Ok(_) => {}
-                // The server refuses this mail for good (5xx: no such
-                // mailbox, say): trying again cannot help, and must not
-                // hold up everyone else's mail. Counted, logged, skipped.
-                Err(err) if err.is_permanent() => {
+                // The server refuses this recipient for good (550, 551,
+                // 553: no such mailbox, not here, a name not allowed):
+                // trying again cannot help, and must not hold up everyone
+                // else's mail. Counted, logged, skipped. Any other refusal
+                // (a failed log-in, a quota, TLS required) is the server's
+                // or ours: the round stops and is tried again later.
+                Err(err) if refuses_the_mailbox(&err) => {
                     metrics::counter!("stampede_mails_refused_total").increment(1);
                     tracing::warn!(order_id = ?mail.order_id(), entry_id = ?mail.entry_id(),
                         error = %err, "the SMTP server refused this mail for good; skipped");
@@ -404,6 +425,15 @@ async fn send_once(
     .await?;
     metrics::counter!("stampede_mails_sent_total").increment(1);
     Ok(())
+}
+
+/// A permanent refusal of the recipient's mailbox itself (RFC 5321 550,
+/// 551, 553), as opposed to one of the whole server.
+fn refuses_the_mailbox(err: &lettre::transport::smtp::Error) -> bool {
+    err.is_permanent()
+        && err
+            .status()
+            .is_some_and(|code| matches!(code.to_string().as_str(), "550" | "551" | "553"))
 }
 
 fn message(settings: &MailSettings, message_id: Uuid, mail: &Mail, link: &str) -> Option<Message> {

@@ -27,6 +27,21 @@ pub async fn cancel(
     order_id: OrderId,
     secret: Option<&CancelSecret>,
 ) -> Result<Order, AppError> {
+    let mut retries = 0;
+    loop {
+        match cancel_once(db, now, order_id, secret).await {
+            Err(err) if db::retry_deadlock(&err, &mut retries) => continue,
+            other => return other,
+        }
+    }
+}
+
+async fn cancel_once(
+    db: &PgPool,
+    now: OffsetDateTime,
+    order_id: OrderId,
+    secret: Option<&CancelSecret>,
+) -> Result<Order, AppError> {
     let hash = secret.map(CancelSecret::hash);
     let mut tx = db.begin().await?;
     let order = sqlx::query_file!(
@@ -79,6 +94,21 @@ pub async fn cancel_by_organizer(
     organizer_id: OrganizerId,
     order_id: OrderId,
 ) -> Result<Order, AppError> {
+    let mut retries = 0;
+    loop {
+        match cancel_owned_once(db, now, organizer_id, order_id).await {
+            Err(err) if db::retry_deadlock(&err, &mut retries) => continue,
+            other => return other,
+        }
+    }
+}
+
+async fn cancel_owned_once(
+    db: &PgPool,
+    now: OffsetDateTime,
+    organizer_id: OrganizerId,
+    order_id: OrderId,
+) -> Result<Order, AppError> {
     let mut tx = db.begin().await?;
     let order = sqlx::query_file!(
         "sql/sale/cancel_order_owned.sql",
@@ -123,7 +153,10 @@ async fn return_tickets(
     presale_code_id: Option<uuid::Uuid>,
 ) -> Result<(), AppError> {
     // The ticket type's row, then the code's, then the holdings: the
-    // engine's batches lock in that order, so the two cannot deadlock.
+    // engine's batches lock in that order. The waiting list's offers come
+    // last and take other buyers' holdings, which can meet another
+    // transaction crosswise: `cancel` runs the whole again if Postgres
+    // picks this one as a deadlock's victim.
     sqlx::query_file!("sql/sale/cancel_restock.sql", ticket_type_id, quantity)
         .execute(&mut *tx)
         .await?;

@@ -93,8 +93,10 @@ pub async fn confirm(
 /// mark them expired, put their tickets back on sale and free the buyers'
 /// limits and the presale codes' uses. Returns how many expired. Locks are
 /// taken in the order the sale and a cancel take them (the order rows, the
-/// ticket type rows, the codes, then the holdings, each in key order), so
-/// sweepers, batches and cancels cannot deadlock.
+/// ticket type rows, the codes, then the holdings, each in key order); the
+/// waiting list offers that follow take the next buyers' holdings, which
+/// can meet a cancel or a batch crosswise: Postgres then aborts one, and a
+/// sweep it aborted is simply run again by the next tick.
 #[tracing::instrument(skip(db))]
 pub async fn expire_holds(db: &PgPool, now: OffsetDateTime) -> Result<u64, AppError> {
     let mut tx = db.begin().await?;

@@ -19,7 +19,7 @@ use super::{
 };
 use crate::{
     auth::CurrentOrganizer,
-    db::{self, waitlist::Joined},
+    db,
     domain::{
         ConfirmToken, Email, EventId, ForField, InvalidField, Quantity, TicketTypeId,
         WaitlistEntryId,
@@ -76,9 +76,8 @@ pub async fn join(
         Err(invalid) => Err(invalid.into()),
     };
     let err = match result {
-        Ok((joined, email)) => {
-            let new = matches!(joined, Joined::New(_));
-            return Ok(view::mailed_page(&ctx, &detail, email.as_str(), new).into_response());
+        Ok((_joined, email)) => {
+            return Ok(view::mailed_page(&ctx, &detail, email.as_str()).into_response());
         }
         Err(err @ (AppError::Overloaded | AppError::Internal(_))) => return Err(err),
         Err(err) => err,

@@ -78,7 +78,7 @@ pub fn join_page(ctx: &PageContext, detail: &EventDetail, form: &JoinForm) -> Ma
         &event.title,
         html! {
             p { a href={ "/events/" (event.id) } { "← " (event.title) } }
-            @if detail.ticket_types.iter().any(|t| t.remaining == 0) {
+            @if detail.ticket_types.iter().any(|t| t.remaining == 0 && !t.hidden) {
                 (join_form(ctx, detail, form))
             } @else {
                 (error_notice(form.error.as_ref()))
@@ -87,8 +87,9 @@ pub fn join_page(ctx: &PageContext, detail: &EventDetail, form: &JoinForm) -> Ma
     )
 }
 
-/// After joining: the mail is out (or was, for this address).
-pub fn mailed_page(ctx: &PageContext, detail: &EventDetail, email: &str, new: bool) -> Markup {
+/// After joining. The same words whether this address joined now or had
+/// a place already: the page does not tell anyone who is on a list.
+pub fn mailed_page(ctx: &PageContext, detail: &EventDetail, email: &str) -> Markup {
     let event = &detail.event;
     layout(
         ctx,
@@ -96,16 +97,10 @@ pub fn mailed_page(ctx: &PageContext, detail: &EventDetail, email: &str, new: bo
         html! {
             p { a href={ "/events/" (event.id) } { "← " (event.title) } }
             h1 { "Check your mailbox" }
-            @if new {
-                p.notice.success role="status" {
-                    "We sent a link to " strong { (email) } ". Follow it to take your place in line: "
-                    "the line is in the order places are confirmed."
-                }
-            } @else {
-                p.notice role="status" {
-                    strong { (email) } " already has a place on this waiting list (or one waiting for its "
-                    "confirmation): the link is in the mail we sent then."
-                }
+            p.notice.success role="status" {
+                "A link to take your place in line is on its way to " strong { (email) } ". "
+                "The line is in the order places are confirmed. An address has one place per list: "
+                "if it joined before, the link is in the mail sent then."
             }
         },
     )
@@ -164,8 +159,12 @@ pub fn entry_page(
                                 "Your order from the waiting list is confirmed: "
                                 a href={ "/orders/" (order_id) } { "see your tickets" } "."
                             },
-                            _ => p.notice role="status" {
+                            Some(OrderStatus::Expired) => p.notice role="status" {
                                 "Tickets were offered to you, and the offer ended unconfirmed; they went to the next person in line."
+                            },
+                            _ => p.notice role="status" {
+                                "The order from this offer was cancelled: "
+                                a href={ "/orders/" (order_id) } { "see the order" } "."
                             },
                         }
                     }
