@@ -6,7 +6,7 @@
 -- line is the order in which places were confirmed). Stock that comes back
 -- (a cancel, an expired hold, a raised capacity) is offered to the first
 -- person in line as a held order, in the very transaction that frees it
--- (src/db/waitlist.rs): the tickets are never on sale in between.
+-- (src/db/waitlist/offers.rs): the tickets are never on sale in between.
 CREATE SEQUENCE waitlist_position;
 
 CREATE TABLE waitlist_entries (

@@ -56,7 +56,7 @@ pub enum AppError {
     HoldExpired,
     #[error("This order is not waiting for a confirmation.")]
     NotHeld,
-    // Waiting lists (src/db/waitlist.rs).
+    // Waiting lists (src/db/waitlist/).
     #[error("Tickets of this type are on sale: buy them instead of joining its waiting list.")]
     NotSoldOut,
     // Presale codes: uses are counted in tickets.

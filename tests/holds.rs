@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{
     TestApp, TicketSpec, assert_invariants,
-    holds::{burst, engine, hold_for, sweep},
+    holds::{burst, engine, hold_for, messages, sweep},
     now, pool, published_event,
     purchase::purchase_request,
     smtp::Sink,
@@ -49,17 +49,6 @@ async fn status_of(pool: &PgPool, order_id: OrderId) -> String {
     )
     .bind(order_id.get())
     .fetch_one(pool)
-    .await
-    .unwrap()
-}
-
-/// Outbox messages of `kind` per order id: (order, how many).
-async fn messages(pool: &PgPool, kind: &str) -> Vec<(Uuid, i64)> {
-    sqlx::query_as(
-        "SELECT order_id, count(*) FROM outbox WHERE kind = $1 GROUP BY order_id ORDER BY order_id",
-    )
-    .bind(kind)
-    .fetch_all(pool)
     .await
     .unwrap()
 }

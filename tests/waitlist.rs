@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{
     TestApp, TicketSpec, assert_invariants,
-    holds::{burst, engine, hold_for, sweep},
+    holds::{burst, engine, hold_for, messages, sweep},
     now, pool, published_event,
     purchase::purchase_request,
     remaining, set_capacity,
@@ -103,17 +103,6 @@ async fn two_sweepers(pool: &PgPool, other: &PgPool, at: OffsetDateTime) -> u64 
     .await
     .into_iter()
     .sum()
-}
-
-/// How many `order.expired` messages each order has (those with any).
-async fn expired_messages(pool: &PgPool) -> Vec<(Uuid, i64)> {
-    sqlx::query_as(
-        "SELECT order_id, count(*) FROM outbox WHERE kind = 'order.expired'
-         GROUP BY order_id ORDER BY order_id",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap()
 }
 
 #[sqlx::test]
@@ -244,7 +233,7 @@ async fn two_hundred_buyers_ten_held_tickets_and_the_line_gets_what_comes_back_i
     );
     // Every expired hold gave its ticket back exactly once: eight expiries,
     // one message each, and the stock adds up.
-    let expired = expired_messages(&pool).await;
+    let expired = messages(&pool, "order.expired").await;
     assert_eq!(expired.len(), 8, "{expired:?}");
     assert!(expired.iter().all(|(_, n)| *n == 1), "{expired:?}");
     let mut lapsed: Vec<Uuid> = lapsing.iter().map(|o| o.id.get()).collect();

@@ -67,3 +67,14 @@ pub async fn burst(
     }
     (orders, sold_out)
 }
+
+/// Outbox messages of `kind` per order id: (order, how many).
+pub async fn messages(pool: &PgPool, kind: &str) -> Vec<(Uuid, i64)> {
+    sqlx::query_as(
+        "SELECT order_id, count(*) FROM outbox WHERE kind = $1 GROUP BY order_id ORDER BY order_id",
+    )
+    .bind(kind)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
