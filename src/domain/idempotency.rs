@@ -17,7 +17,21 @@ pub struct IdempotencyKey(String);
 
 impl IdempotencyKey {
     pub fn parse(raw: &str) -> Result<Self, String> {
-        let raw = raw.trim();
+        Self::check(raw.trim())?;
+        Ok(Self(raw.trim().to_owned()))
+    }
+
+    /// [`Self::parse`] of an owned input, kept without a copy when it
+    /// needs no trimming (a JSON body's key, once per purchase).
+    pub fn from_input(raw: String) -> Result<Self, String> {
+        if raw.trim().len() != raw.len() {
+            return Self::parse(&raw);
+        }
+        Self::check(&raw)?;
+        Ok(Self(raw))
+    }
+
+    fn check(raw: &str) -> Result<(), String> {
         if raw.is_empty() {
             return Err("An idempotency key is required; reload the page and try again.".into());
         }
@@ -37,7 +51,7 @@ impl IdempotencyKey {
                  long (use a random UUID)."
             ));
         }
-        Ok(Self(raw.to_owned()))
+        Ok(())
     }
 
     /// A fresh random key, embedded in every rendered buy form.
@@ -107,6 +121,26 @@ mod tests {
         assert!(IdempotencyKey::parse("has space in it 0123456789").is_err());
         assert!(IdempotencyKey::parse(&"k".repeat(MAX_KEY_CHARS + 1)).is_err());
         assert!(IdempotencyKey::parse(&"k".repeat(MAX_KEY_CHARS)).is_ok());
+    }
+
+    /// An owned input gives what the borrowed one gives, copied or not.
+    #[test]
+    fn from_input_is_parse() {
+        let long = "k".repeat(MAX_KEY_CHARS + 1);
+        for raw in [
+            "3b0f0c7e-6a52-4d8e-9d44-2f8f0f1b9c11",
+            "  3b0f0c7e-6a52-4d8e-9d44-2f8f0f1b9c11 ",
+            "",
+            "short",
+            "has space in it 0123456789",
+            long.as_str(),
+        ] {
+            assert_eq!(
+                IdempotencyKey::from_input(raw.to_owned()),
+                IdempotencyKey::parse(raw),
+                "{raw:?}"
+            );
+        }
     }
 
     #[test]

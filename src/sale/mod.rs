@@ -54,8 +54,12 @@ use crate::{
         PresaleCode, Quantity, QueueEntryId, TicketTypeId,
     },
     error::AppError,
+    telemetry::CounterByLabel,
     waiting_room::{DEFAULT_ENTRIES_PER_CLIENT, RoomKey, Rooms},
 };
+
+/// Purchases by outcome: `created`, `replayed` or the refusal's code.
+static PURCHASES: CounterByLabel = CounterByLabel::new("stampede_purchases_total", "outcome");
 
 /// How purchases reach the stock row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -289,7 +293,7 @@ impl Sales {
             Err(err) => err.code(),
         };
         span.record("outcome", outcome);
-        metrics::counter!("stampede_purchases_total", "outcome" => outcome).increment(1);
+        PURCHASES.increment(outcome);
         result
     }
 

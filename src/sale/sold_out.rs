@@ -20,7 +20,7 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    hash::{BuildHasher, RandomState},
+    hash::BuildHasher,
     sync::{Arc, Mutex, PoisonError, Weak},
     time::{Duration, Instant},
 };
@@ -71,11 +71,11 @@ struct Flag {
 /// The hashed keys of a sold-out ticket type's orders. A hash that collides
 /// costs one read, never a wrong answer.
 #[derive(Debug)]
-struct Committed(HashSet<u64>);
+struct Committed(HashSet<u64, foldhash::fast::RandomState>);
 
 #[derive(Debug, Default)]
 struct Flags {
-    by_type: HashMap<TicketTypeId, Flag>,
+    by_type: HashMap<TicketTypeId, Flag, foldhash::fast::RandomState>,
     next_epoch: u64,
     /// When each type was last checked in Postgres on the gate's word.
     suspected: HashMap<TicketTypeId, Instant>,
@@ -87,7 +87,8 @@ pub struct SoldOut {
     flags: Arc<Mutex<Flags>>,
     /// Where the keys of a sold-out type's orders are read; `None`: never.
     db: Option<PgPool>,
-    hasher: RandomState,
+    /// Seeded per process: which keys collide is not known outside.
+    hasher: foldhash::fast::RandomState,
 }
 
 impl SoldOut {
@@ -98,7 +99,7 @@ impl SoldOut {
             lifetime,
             flags: Arc::new(Mutex::new(Flags::default())),
             db,
-            hasher: RandomState::new(),
+            hasher: foldhash::fast::RandomState::default(),
         }
     }
 
@@ -235,7 +236,7 @@ fn lock(flags: &Mutex<Flags>) -> std::sync::MutexGuard<'_, Flags> {
 async fn learn_committed(
     db: PgPool,
     flags: Weak<Mutex<Flags>>,
-    hasher: RandomState,
+    hasher: foldhash::fast::RandomState,
     ticket_type_id: TicketTypeId,
     epoch: u64,
 ) {

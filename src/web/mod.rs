@@ -243,7 +243,7 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(telemetry::render))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
-        .route_layer(middleware::from_fn(telemetry::track))
+        .route_layer(telemetry::TrackLayer)
         .layer(middleware::from_fn_with_state(state.clone(), csrf::protect))
         .layer(sessions)
         .with_state(state)

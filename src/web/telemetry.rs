@@ -9,15 +9,26 @@
 //! `/metrics` answers loopback clients only (a scraper on the same host or
 //! through a local agent); buyers have no business reading it.
 
-use std::{net::SocketAddr, sync::OnceLock, time::Instant};
+use std::{
+    collections::HashMap,
+    future::Future,
+    net::SocketAddr,
+    pin::Pin,
+    sync::{Arc, LazyLock, OnceLock, PoisonError, RwLock},
+    task::{Context, Poll, ready},
+    time::Instant,
+};
 
 use axum::{
-    extract::{ConnectInfo, MatchedPath, Request, State},
-    middleware::Next,
+    extract::{ConnectInfo, MatchedPath, State},
     response::{IntoResponse, Response},
 };
+use http::Method;
+use metrics::Histogram;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use pin_project_lite::pin_project;
 use sqlx::PgPool;
+use tower::{Layer, Service};
 
 use crate::error::AppError;
 
@@ -109,27 +120,179 @@ pub async fn render(
 }
 
 /// Latency per route (its pattern, never the raw path: ids would make a
-/// series each) and status class.
-pub async fn track(request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("unmatched", |p| p.as_str())
-        .to_owned();
-    let method = request.method().as_str().to_owned();
-    let started = Instant::now();
-    let response = next.run(request).await;
-    let status = match response.status().as_u16() {
-        100..=399 => "ok",
-        400..=499 => "4xx",
-        _ => "5xx",
-    };
-    metrics::histogram!(
-        "stampede_http_request_duration_seconds",
-        "route" => route,
-        "method" => method,
-        "status" => status,
-    )
-    .record(started.elapsed().as_secs_f64());
-    response
+/// series each), method and status class. A layer of its own rather than
+/// `from_fn`: that boxes each request's future and clones the route's
+/// service, which a rush's refusals would pay for.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TrackLayer;
+
+impl<S> Layer<S> for TrackLayer {
+    type Service = Track<S>;
+
+    fn layer(&self, inner: S) -> Track<S> {
+        Track { inner }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Track<S> {
+    inner: S,
+}
+
+impl<S, B> Service<http::Request<B>> for Track<S>
+where
+    S: Service<http::Request<B>, Response = Response>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = Tracked<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let route = request
+            .extensions()
+            .get::<MatchedPath>()
+            .map_or("unmatched", |p| p.as_str());
+        let histograms = RouteHistograms::of(route);
+        let method = method_label(request.method());
+        Tracked {
+            inner: self.inner.call(request),
+            histograms,
+            method,
+            started: Instant::now(),
+        }
+    }
+}
+
+pin_project! {
+    /// A tracked request's response, timed until it is ready.
+    pub struct Tracked<F> {
+        #[pin]
+        inner: F,
+        histograms: Arc<RouteHistograms>,
+        method: &'static str,
+        started: Instant,
+    }
+}
+
+impl<F, E> Future for Tracked<F>
+where
+    F: Future<Output = Result<Response, E>>,
+{
+    type Output = Result<Response, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let result = ready!(this.inner.poll(cx));
+        if let Ok(response) = &result {
+            let status = match response.status().as_u16() {
+                100..=399 => StatusClass::Ok,
+                400..=499 => StatusClass::ClientError,
+                _ => StatusClass::ServerError,
+            };
+            this.histograms
+                .get(this.method, status)
+                .record(this.started.elapsed().as_secs_f64());
+        }
+        Poll::Ready(result)
+    }
+}
+
+/// A request's method as a label: the standard ones by name, any other
+/// `other`, so that made-up methods cannot add series.
+fn method_label(method: &Method) -> &'static str {
+    const KNOWN: [Method; 9] = [
+        Method::GET,
+        Method::POST,
+        Method::PUT,
+        Method::DELETE,
+        Method::PATCH,
+        Method::HEAD,
+        Method::OPTIONS,
+        Method::CONNECT,
+        Method::TRACE,
+    ];
+    KNOWN
+        .iter()
+        .find(|known| *known == method)
+        .map_or("other", Method::as_str)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StatusClass {
+    Ok,
+    ClientError,
+    ServerError,
+}
+
+impl StatusClass {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::ClientError => "4xx",
+            Self::ServerError => "5xx",
+        }
+    }
+}
+
+/// One route's latency histograms by method and status class, kept at
+/// hand: building the metric's key and finding it in the registry cost
+/// every request more than the recording.
+pub struct RouteHistograms {
+    route: Arc<str>,
+    histograms: RwLock<Vec<(&'static str, StatusClass, Histogram)>>,
+}
+
+/// Every route's, by pattern (a bounded set: the router's patterns).
+type ByRoute = HashMap<Arc<str>, Arc<RouteHistograms>, foldhash::fast::RandomState>;
+static ROUTES: LazyLock<RwLock<ByRoute>> = LazyLock::new(Default::default);
+
+impl RouteHistograms {
+    fn of(route: &str) -> Arc<Self> {
+        if let Some(known) = ROUTES
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(route)
+        {
+            return Arc::clone(known);
+        }
+        let route: Arc<str> = route.into();
+        let histograms = Arc::new(Self {
+            route: Arc::clone(&route),
+            histograms: RwLock::default(),
+        });
+        Arc::clone(
+            ROUTES
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(route)
+                .or_insert(histograms),
+        )
+    }
+
+    fn get(&self, method: &'static str, status: StatusClass) -> Histogram {
+        let known = self
+            .histograms
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(m, s, _)| *s == status && crate::telemetry::same_label(m, method))
+            .map(|(_, _, histogram)| histogram.clone());
+        known.unwrap_or_else(|| {
+            let histogram = metrics::histogram!(
+                "stampede_http_request_duration_seconds",
+                "route" => self.route.to_string(),
+                "method" => method,
+                "status" => status.label(),
+            );
+            self.histograms
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((method, status, histogram.clone()));
+            histogram
+        })
+    }
 }

@@ -240,12 +240,21 @@ async fn pages_with_order_codes_are_never_stored_by_caches(pool: PgPool) {
 }
 
 /// `/metrics` speaks Prometheus' text format to loopback clients: purchases
-/// by outcome, batch sizes and per-route latency are there after a sale.
+/// by outcome, batch sizes and per-route latency are there after a sale. A
+/// made-up method is counted as `other`, not as a series of its own.
 #[sqlx::test]
 async fn metrics_show_purchases_batches_and_route_latency(pool: PgPool) {
     let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
     let app = TestApp::spawn(pool.clone()).await;
     api_buy(&app, fixture.ticket_type_id(), 1, "ada@example.org").await;
+    let made_up = reqwest::Method::from_bytes(b"BREWCOFFEE").unwrap();
+    let resp = app
+        .client
+        .request(made_up, app.url("/api/v1/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
 
     let resp = get(&app, "/metrics").await;
     assert_eq!(resp.status(), StatusCode::OK);
@@ -261,7 +270,9 @@ async fn metrics_show_purchases_batches_and_route_latency(pool: PgPool) {
         "stampede_batch_size_bucket{le=\"1\"}",
         "stampede_http_request_duration_seconds_bucket{route=\"/api/v1/orders\",method=\"POST\",status=\"ok\",le=\"15\"}",
         "stampede_db_pool_connections{state=\"idle\"}",
+        "stampede_http_request_duration_seconds_bucket{route=\"/api/v1/events\",method=\"other\",status=\"4xx\",le=\"15\"}",
     ] {
         assert!(body.contains(series), "{series} missing from:\n{body}");
     }
+    assert!(!body.contains("BREWCOFFEE"), "{body}");
 }

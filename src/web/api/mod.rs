@@ -213,8 +213,8 @@ pub async fn create_order(
         event_id: None,
         ticket_type_id: body.ticket_type_id,
         quantity: Quantity::new(body.quantity).for_field("quantity")?,
-        email: Email::parse(&body.email).for_field("email")?,
-        idempotency_key: IdempotencyKey::parse(&body.idempotency_key)
+        email: Email::from_input(body.email).for_field("email")?,
+        idempotency_key: IdempotencyKey::from_input(body.idempotency_key)
             .for_field("idempotency_key")?,
         pass: body.pass,
         queue_entry: None,
