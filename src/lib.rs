@@ -13,6 +13,7 @@
 //! - [`outbox`]: the relay that publishes the outbox to RabbitMQ.
 //! - [`webhooks`]: the worker that delivers the outbox to organizers' endpoints.
 //! - [`server`]: the accept loop and per-connection limits that serve it.
+//! - [`metric_handles`]: metric handles kept at hand for the hot paths.
 
 pub mod auth;
 pub mod checkin;
@@ -22,6 +23,7 @@ pub mod db;
 pub mod domain;
 pub mod error;
 pub mod mail;
+pub mod metric_handles;
 pub mod outbox;
 pub mod sale;
 pub mod server;

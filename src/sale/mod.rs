@@ -54,7 +54,7 @@ use crate::{
         PresaleCode, Quantity, QueueEntryId, TicketTypeId,
     },
     error::AppError,
-    telemetry::CounterByLabel,
+    metric_handles::CounterByLabel,
     waiting_room::{DEFAULT_ENTRIES_PER_CLIENT, RoomKey, Rooms},
 };
 

@@ -279,7 +279,7 @@ impl RouteHistograms {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
-            .find(|(m, s, _)| *s == status && crate::telemetry::same_label(m, method))
+            .find(|(m, s, _)| *s == status && crate::metric_handles::same_label(m, method))
             .map(|(_, _, histogram)| histogram.clone());
         known.unwrap_or_else(|| {
             let histogram = metrics::histogram!(
