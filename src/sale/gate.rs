@@ -364,8 +364,12 @@ pub struct Gate {
     redis: Client,
     /// One multiplexed connection for all purchases (concurrent calls are
     /// pipelined on it); dropped on an error (not on a mere timeout) and
-    /// made again on demand.
-    conn: tokio::sync::Mutex<Option<Connection>>,
+    /// made again on demand. Cloned under a lock never held across an
+    /// await: an async mutex here made every call of a burst queue behind
+    /// the others' wake-ups.
+    conn: Mutex<Option<Connection>>,
+    /// One connect at a time.
+    connecting: tokio::sync::Mutex<()>,
     settings: GateSettings,
     admit: Script,
     give_back: Script,
@@ -403,7 +407,8 @@ impl Gate {
         let gate = Arc::new(Self {
             db: db.clone(),
             redis,
-            conn: tokio::sync::Mutex::new(None),
+            conn: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
             settings,
             admit: Script::new(ADMIT),
             give_back: Script::new(GIVE_BACK),
@@ -857,19 +862,26 @@ impl Gate {
         if let Err(err) = &answer
             && !matches!(err, GateError::Timeout(_))
         {
-            *self.conn.lock().await = None;
+            *self.conn_slot() = None;
         }
         answer
     }
 
     async fn connection(&self) -> redis::RedisResult<Connection> {
-        let mut conn = self.conn.lock().await;
-        if let Some(conn) = conn.as_ref() {
-            return Ok(conn.clone());
+        if let Some(conn) = self.conn_slot().clone() {
+            return Ok(conn);
+        }
+        let _one_connect = self.connecting.lock().await;
+        if let Some(conn) = self.conn_slot().clone() {
+            return Ok(conn);
         }
         let made = self.redis.connect().await?;
-        *conn = Some(made.clone());
+        *self.conn_slot() = Some(made.clone());
         Ok(made)
+    }
+
+    fn conn_slot(&self) -> std::sync::MutexGuard<'_, Option<Connection>> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn failed(&self, err: &GateError) {
