@@ -1875,3 +1875,75 @@ async fn an_admission_during_the_snapshot_makes_the_rebuild_wait(
     assert_invariants(&pool).await;
     forget_type(&mut conn, tt).await;
 }
+
+/// Redis says "sold out" as soon as the last ticket is admitted, before
+/// Postgres has decided that purchase. A refusal meanwhile waits for it: if
+/// Postgres refuses it (here the event-wide limit per buyer, which only
+/// Postgres knows) and its ticket is given back, the waiting buyer asks
+/// again and gets it, rather than "sold out" for a ticket still on sale.
+#[sqlx::test]
+async fn a_sold_out_answer_waits_for_the_admitted_purchase_and_gets_its_ticket_back(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let pool = pool(connect, 16).await;
+    let specs = [TicketSpec::new(5, 1, 1), TicketSpec::new(1, 1, 1)];
+    let fixture = published_event(&pool, &specs).await;
+    let (first, last) = (fixture.ticket_type_ids[0], fixture.ticket_type_ids[1]);
+    sqlx::query("UPDATE events SET max_per_buyer = 1 WHERE id = $1")
+        .bind(fixture.event_id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let own = OwnRedis::start();
+    own.until_up().await;
+    let sales = gated(&pool, &own.url(), Duration::from_secs(3600));
+    until_listening(&pool, 2).await;
+    let gate = sales.gate().unwrap();
+    // Ada reaches the event's limit with the first type.
+    sales
+        .purchase(now(), &request(first, 1, "ada@example.org", &fresh_key()))
+        .await
+        .unwrap();
+
+    // Her purchase of the last ticket is admitted (Redis knows only the
+    // type's limit), then waits on the row.
+    let hold = hold_ticket_type(&pool, last).await;
+    let ada = {
+        let sales = sales.clone();
+        let req = request(last, 1, "ada@example.org", &fresh_key());
+        tokio::spawn(async move { sales.purchase(now(), &req).await })
+    };
+    for _ in 0..200 {
+        if gate.admitted() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let admitted = gate.admitted();
+    let bob = {
+        let sales = sales.clone();
+        let req = request(last, 1, "bob@example.org", &fresh_key());
+        tokio::spawn(async move { sales.purchase(now(), &req).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let bob_waited = !bob.is_finished();
+    // Released before any assertion (a failing test ends, not hangs).
+    hold.tx.rollback().await.unwrap();
+    assert_eq!(admitted, 2, "Ada's second purchase was admitted");
+    assert!(
+        bob_waited,
+        "Bob was told sold out while Ada's purchase was undecided"
+    );
+
+    let ada = ada.await.unwrap();
+    assert!(
+        matches!(ada, Err(AppError::EventBuyerLimit { max: 1 })),
+        "{ada:?}"
+    );
+    let bob = bob.await.unwrap();
+    assert!(matches!(bob, Ok(Purchase::Created { .. })), "{bob:?}");
+    assert_eq!(gate.admitted(), 3);
+    assert_eq!(sold(&pool, last).await, 1);
+    assert_invariants(&pool).await;
+}

@@ -58,6 +58,15 @@
 //! and wrote after the next one): the next periodic rebuild, within
 //! `reconcile_every` once the sale is quiet, puts those tickets back on sale.
 //!
+//! **A sold-out answer waits for the sale.** Redis says "sold out" once
+//! every ticket is admitted, before Postgres has decided the admitted
+//! purchases. Such a refusal waits (up to [`SETTLE_WAIT`]) until this
+//! instance's admitted purchases of the type are decided; if one was
+//! refused for a reason of its own (a limit only Postgres knows) and given
+//! back, the refused purchase asks Redis again. So "sold out" is final, and
+//! under a burst the refused do not come straight back for the CPU that
+//! the commits need.
+//!
 //! **Redis Cluster.** With [`GateRedis::Cluster`] the same scripts run on a
 //! cluster (redis-rs' cluster client): each touches the keys of one ticket
 //! type, one hash slot, so one master; EVALSHA goes to that master, and a
@@ -83,7 +92,7 @@ use std::{
 };
 
 use redis::{
-    Script,
+    AsyncConnectionConfig, Script,
     aio::{ConnectionLike, MultiplexedConnection},
     cluster::ClusterClient,
     cluster_async::ClusterConnection,
@@ -140,15 +149,25 @@ fn without_password(url: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// A client of either kind.
+#[derive(Clone)]
 enum Client {
-    Server(redis::Client),
+    Server(redis::Client, Box<AsyncConnectionConfig>),
     Cluster(Box<ClusterClient>),
 }
 
 impl Client {
     fn open(redis: &GateRedis, settings: &GateSettings) -> redis::RedisResult<Self> {
         Ok(match redis {
-            GateRedis::Server(url) => Self::Server(redis::Client::open(url.as_str())?),
+            // The gate bounds every call itself; these only bound the rest.
+            GateRedis::Server(url) => Self::Server(
+                redis::Client::open(url.as_str())?,
+                Box::new(
+                    AsyncConnectionConfig::new()
+                        .set_connection_timeout(Some(settings.connect_timeout()))
+                        .set_response_timeout(Some(settings.connect_timeout()))
+                        .set_pipeline_buffer_size(PIPELINE_BUFFER),
+                ),
+            ),
             GateRedis::Cluster(nodes) => {
                 let nodes = nodes.iter().map(|node| {
                     if node.contains("://") {
@@ -174,13 +193,22 @@ impl Client {
 
     async fn connect(&self) -> redis::RedisResult<Connection> {
         Ok(match self {
-            Self::Server(client) => {
-                Connection::Server(client.get_multiplexed_async_connection().await?)
-            }
+            Self::Server(client, config) => Connection::Server(
+                client
+                    .get_multiplexed_async_connection_with_config(config)
+                    .await?,
+            ),
             Self::Cluster(client) => Connection::Cluster(client.get_async_connection().await?),
         })
     }
 }
+
+/// Calls queued for the connection's writer at most (the redis crate's
+/// default is 50). A burst's first wave makes a call per purchase at once;
+/// beyond the bound, a call waited for room, and each wake-up of a waiting
+/// caller went to the back of the busy runtime's queue: calls timed out
+/// before they were sent. Each waiting call costs a few bytes.
+const PIPELINE_BUFFER: usize = 8192;
 
 /// A connection of either kind: concurrent calls share it (pipelined).
 #[derive(Clone)]
@@ -346,6 +374,64 @@ enum Rebuilt {
     Unknown,
 }
 
+/// A refusal waits this long at most for the admitted purchases of its
+/// ticket type to be decided ([`Gate::settled`]).
+const SETTLE_WAIT: Duration = Duration::from_secs(1);
+
+/// This instance's admitted purchases of one ticket type.
+#[derive(Debug, Default, Clone, Copy)]
+struct Selling {
+    /// Not decided by Postgres yet.
+    in_flight: usize,
+    /// Given back so far.
+    given_back: u64,
+}
+
+/// One admitted purchase until Postgres has decided it (and, if it did
+/// not sell, until its counts are given back): refusals of its ticket
+/// type wait for it ([`Gate::settled`]).
+#[derive(Debug)]
+pub(super) struct InFlight {
+    gate: Arc<Gate>,
+    ticket_type_id: TicketTypeId,
+    given_back: bool,
+}
+
+impl InFlight {
+    /// Its counts went back to Redis.
+    pub(super) fn given_back(mut self) {
+        self.given_back = true;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let given_back = self.given_back;
+        self.gate
+            .selling_state(self.ticket_type_id)
+            .send_modify(|selling| {
+                selling.in_flight = selling.in_flight.saturating_sub(1);
+                selling.given_back += u64::from(given_back);
+            });
+    }
+}
+
+/// One ticket type's rebuilds in this instance.
+#[derive(Debug, Default)]
+struct RebuildSlot {
+    /// Held by the task that rebuilds.
+    running: tokio::sync::Mutex<()>,
+    /// How the last rebuild ended, for the tasks that waited for it.
+    finished: tokio::sync::watch::Sender<Option<RebuildEnd>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RebuildEnd {
+    at: Instant,
+    /// `None`: it failed.
+    answer: Option<Rebuilt>,
+}
+
 /// How soon a quiet rebuild that found purchases in flight is tried again.
 const QUIET_RETRY: Duration = Duration::from_millis(100);
 
@@ -362,6 +448,10 @@ const TIMEOUTS_TO_TRIP: u32 = 16;
 pub struct Gate {
     db: PgPool,
     redis: Client,
+    /// Where the Redis connections' drivers run ([`driver_thread`]).
+    driver: tokio::runtime::Handle,
+    /// Ends the driver's thread with the gate.
+    _stop_driver: tokio::sync::oneshot::Sender<()>,
     /// One multiplexed connection for all purchases (concurrent calls are
     /// pipelined on it); dropped on an error (not on a mere timeout) and
     /// made again on demand. Cloned under a lock never held across an
@@ -377,7 +467,7 @@ pub struct Gate {
     rebuild: Script,
     local: Mutex<Local>,
     /// One rebuild at a time per ticket type in this instance.
-    rebuilding: Mutex<HashMap<TicketTypeId, Arc<tokio::sync::Mutex<()>>>>,
+    rebuilding: Mutex<HashMap<TicketTypeId, Arc<RebuildSlot>>>,
     /// Wakes the reconciler for stale ticket types.
     wake: Arc<Notify>,
     /// Redis failed and has not answered since (logged once per outage).
@@ -385,6 +475,9 @@ pub struct Gate {
     /// Calls timed out since the last answer.
     timeouts_in_a_row: AtomicU32,
     admitted: AtomicU64,
+    /// Per ticket type, this instance's admitted purchases that Postgres
+    /// has not decided yet ([`InFlight`]).
+    selling: Mutex<HashMap<TicketTypeId, tokio::sync::watch::Sender<Selling>>>,
 }
 
 impl std::fmt::Debug for Gate {
@@ -404,9 +497,12 @@ impl Gate {
         settings: GateSettings,
     ) -> Result<Arc<Self>, AppError> {
         let redis = Client::open(&redis, &settings).map_err(AppError::internal)?;
+        let (driver, stop_driver) = driver_thread().map_err(AppError::internal)?;
         let gate = Arc::new(Self {
             db: db.clone(),
             redis,
+            driver,
+            _stop_driver: stop_driver,
             conn: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
             settings,
@@ -420,6 +516,7 @@ impl Gate {
             degraded: AtomicBool::new(false),
             timeouts_in_a_row: AtomicU32::new(0),
             admitted: AtomicU64::new(0),
+            selling: Mutex::new(HashMap::new()),
         });
         tokio::spawn(sold_out::listen(db, Arc::downgrade(&gate)));
         tokio::spawn(reconcile(Arc::downgrade(&gate), Arc::clone(&gate.wake)));
@@ -577,6 +674,48 @@ impl Gate {
         }
     }
 
+    /// An admitted purchase on its way to Postgres, until dropped.
+    pub(super) fn in_flight(self: &Arc<Self>, ticket_type_id: TicketTypeId) -> InFlight {
+        self.selling_state(ticket_type_id)
+            .send_modify(|selling| selling.in_flight += 1);
+        InFlight {
+            gate: Arc::clone(self),
+            ticket_type_id,
+            given_back: false,
+        }
+    }
+
+    /// Wait until Postgres has decided this instance's admitted purchases
+    /// of the type (within [`SETTLE_WAIT`]); whether any was given back
+    /// meanwhile (Redis has stock again: worth asking again).
+    ///
+    /// Redis says "sold out" as soon as every ticket is admitted, before
+    /// the admitted purchases commit. Answered at once, the refused come
+    /// back at once, and under a burst their requests take the CPU that
+    /// those commits need (the engine alone holds them until the batch
+    /// commits). Held here, the refusal is also final: a ticket whose
+    /// purchase fails is on sale again when it is given.
+    pub(super) async fn settled(&self, ticket_type_id: TicketTypeId) -> bool {
+        let mut selling = self.selling_state(ticket_type_id).subscribe();
+        let before = selling.borrow_and_update().given_back;
+        let decided =
+            tokio::time::timeout(SETTLE_WAIT, selling.wait_for(|now| now.in_flight == 0)).await;
+        match decided {
+            Ok(Ok(now)) => now.given_back != before,
+            // Still selling after the wait: the refusal stands.
+            _ => false,
+        }
+    }
+
+    fn selling_state(&self, id: TicketTypeId) -> tokio::sync::watch::Sender<Selling> {
+        self.selling
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(id)
+            .or_default()
+            .clone()
+    }
+
     /// For a ticket type this instance knows sold out: whether the request
     /// may be the retry of a committed purchase (worth a replay read in
     /// Postgres). Counts nothing. `true` when Redis cannot tell.
@@ -716,26 +855,55 @@ impl Gate {
     }
 
     /// Rebuild unless another task of this instance just did, waiting for
-    /// it.
+    /// it. The tasks that ask while one rebuilds wait for its end together
+    /// and take its answer: handing a lock from one to the next, a burst's
+    /// first wave queued for seconds behind each other's wake-ups. If it
+    /// failed, one of them tries again, and so on: a waiter gives up after
+    /// the connect budget (the rebuilding task has its own per call).
     async fn rebuild_once(&self, id: TicketTypeId, mode: Rebuild) -> Result<Rebuilt, GateError> {
         let asked = Instant::now();
-        let lock = {
+        let slot = {
             let mut rebuilding = self
                 .rebuilding
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             Arc::clone(rebuilding.entry(id).or_default())
         };
-        let _one_at_a_time = lock.lock().await;
-        {
-            let local = self.local();
-            if !local.stale.contains_key(&id)
-                && local.rebuilt.get(&id).is_some_and(|at| *at > asked)
+        let deadline = tokio::time::Instant::now() + self.settings.connect_timeout();
+        let mut since = asked;
+        let mut finished = slot.finished.subscribe();
+        loop {
+            let running = tokio::select! {
+                biased;
+                Ok(end) = finished.wait_for(|end| end.is_some_and(|end| end.at > since)) => {
+                    if let Some(answer) = end.and_then(|end| end.answer) {
+                        return Ok(answer);
+                    }
+                    // It failed: this task or another tries again.
+                    since = Instant::now();
+                    continue;
+                }
+                running = slot.running.lock() => running,
+                () = tokio::time::sleep_until(deadline) => {
+                    return Err(GateError::Timeout(self.settings.connect_timeout()));
+                }
+            };
             {
-                return Ok(Rebuilt::Done);
+                let local = self.local();
+                if !local.stale.contains_key(&id)
+                    && local.rebuilt.get(&id).is_some_and(|at| *at > asked)
+                {
+                    return Ok(Rebuilt::Done);
+                }
             }
+            let rebuilt = self.rebuild(id, mode).await;
+            slot.finished.send_replace(Some(RebuildEnd {
+                at: Instant::now(),
+                answer: rebuilt.as_ref().ok().copied(),
+            }));
+            drop(running);
+            return rebuilt;
         }
-        self.rebuild(id, mode).await
     }
 
     /// The stock hash from one Postgres snapshot, under a new generation.
@@ -875,7 +1043,16 @@ impl Gate {
         if let Some(conn) = self.conn_slot().clone() {
             return Ok(conn);
         }
-        let made = self.redis.connect().await?;
+        let client = self.redis.clone();
+        let made = self
+            .driver
+            .spawn(async move { client.connect().await })
+            .await
+            .map_err(|err| {
+                redis::RedisError::from(std::io::Error::other(format!(
+                    "the gate's Redis thread: {err}"
+                )))
+            })??;
         *self.conn_slot() = Some(made.clone());
         Ok(made)
     }
@@ -918,6 +1095,28 @@ impl Gate {
             self.wake.notify_one();
         }
     }
+}
+
+/// A thread of its own, with a runtime, for the Redis connections' drivers
+/// (made on it, they run on it). On the server's runtime, under a burst the
+/// driver waited its turn behind every connection's task, and answers that
+/// Redis gave in microseconds timed out there (tripping the gate, sending
+/// the first wave to Postgres); on its own thread the OS schedules it
+/// fairly, and a purchase's task finds its answer ready when it runs. The
+/// thread ends when the sender is dropped.
+fn driver_thread() -> std::io::Result<(tokio::runtime::Handle, tokio::sync::oneshot::Sender<()>)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let handle = runtime.handle().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("stampede-gate-redis".to_owned())
+        .spawn(move || {
+            // Either a send or the sender dropped: the gate is gone.
+            let _ = runtime.block_on(stopped);
+        })?;
+    Ok((handle, stop))
 }
 
 fn outcome(admission: Admission, label: &'static str) -> Admission {

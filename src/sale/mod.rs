@@ -357,7 +357,19 @@ impl Sales {
         let Some(gate) = &self.gate else {
             return self.sell(now, request).await;
         };
-        match gate.admit(request).await {
+        let mut admission = gate.admit(request).await;
+        // A sold-out answer while this instance's admitted purchases are
+        // still being decided waits for them; if one was given back, the
+        // purchase asks again (once).
+        if let Admission::Refused {
+            refusal: AppError::SoldOut,
+            ..
+        } = admission
+            && gate.settled(request.ticket_type_id).await
+        {
+            admission = gate.admit(request).await;
+        }
+        match admission {
             Admission::Bypass | Admission::Replay => self.sell(now, request).await,
             // Refused from Redis; a buyer who holds tickets may be retrying
             // a committed purchase, which replays.
@@ -379,18 +391,31 @@ impl Sales {
                 // In a task of its own, so that a buyer who goes away
                 // cannot cancel the give-back.
                 let sales = self.clone();
+                let in_flight = gate.in_flight(request.ticket_type_id);
                 let gate = Arc::clone(gate);
                 let request = request.clone();
                 let sold = tokio::spawn(
                     async move {
                         let result = sales.sell(now, &request).await;
                         if matches!(result, Ok(Purchase::Created { .. })) {
+                            drop(in_flight);
                             // Off the buyer's answer: no longer in flight.
                             tokio::spawn(
                                 async move { gate.settle(&ticket).await }.in_current_span(),
                             );
                         } else {
                             gate.give_back(&ticket).await;
+                            // Worth asking again only if Postgres has the
+                            // ticket: not after a replay (the order stands)
+                            // or a refusal for want of stock (Redis was high).
+                            if let Err(refusal) = &result
+                                && !matches!(
+                                    refusal,
+                                    AppError::SoldOut | AppError::NotEnoughLeft { .. }
+                                )
+                            {
+                                in_flight.given_back();
+                            }
                         }
                         result
                     }
