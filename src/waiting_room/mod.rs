@@ -22,11 +22,12 @@ mod join;
 mod pass;
 mod position;
 mod proof;
+mod refresh_ahead;
 mod shuffle;
 
 use std::{net::IpAddr, sync::Arc, time::Duration};
 
-use moka::future::Cache;
+use refresh_ahead::RefreshAhead;
 use sqlx::PgPool;
 use time::OffsetDateTime;
 
@@ -172,8 +173,8 @@ pub struct Rooms {
     entries_per_client: u32,
     /// The proof of work's difficulty (leading zero bits).
     proof_bits: u32,
-    by_ticket_type: Cache<TicketTypeId, Option<EventId>>,
-    by_event: Cache<EventId, Option<Arc<Room>>>,
+    by_ticket_type: RefreshAhead<TicketTypeId, Option<EventId>>,
+    by_event: RefreshAhead<EventId, Option<Arc<Room>>>,
 }
 
 impl std::fmt::Debug for Rooms {
@@ -191,14 +192,8 @@ impl Rooms {
             key,
             entries_per_client,
             proof_bits: DEFAULT_PROOF_BITS,
-            by_ticket_type: Cache::builder()
-                .max_capacity(100_000)
-                .time_to_live(FRESH_FOR)
-                .build(),
-            by_event: Cache::builder()
-                .max_capacity(10_000)
-                .time_to_live(FRESH_FOR)
-                .build(),
+            by_ticket_type: RefreshAhead::new(100_000, FRESH_FOR),
+            by_event: RefreshAhead::new(10_000, FRESH_FOR),
         }
     }
 
@@ -225,17 +220,18 @@ impl Rooms {
         db: &PgPool,
         ticket_type_id: TicketTypeId,
     ) -> Result<Option<EventId>, AppError> {
+        let db = db.clone();
         self.by_ticket_type
-            .try_get_with(ticket_type_id, async {
+            .get(ticket_type_id, || async move {
                 let event = sqlx::query_scalar!(
                     r#"SELECT t.event_id FROM ticket_types t
                        JOIN waiting_rooms w ON w.event_id = t.event_id AND w.enabled
                        WHERE t.id = $1"#,
                     ticket_type_id.get(),
                 )
-                .fetch_optional(db)
+                .fetch_optional(&db)
                 .await?;
-                Ok::<_, AppError>(event.map(EventId::from))
+                Ok(event.map(EventId::from))
             })
             .await
             .map_err(shared_error)
@@ -252,20 +248,19 @@ impl Rooms {
         // Past the opening but not yet seen shuffled: read again, so that
         // the seed shows as soon as it is drawn (a read per view until
         // then, which the admitter's next tick ends).
-        if let Some(Some(room)) = self.by_event.get(&event_id).await
+        if let Some(Some(room)) = self.by_event.peek(&event_id).await
             && room.shuffled_at.is_none()
             && now >= room.sale_opens_at
         {
             self.by_event.invalidate(&event_id).await;
         }
+        let db = db.clone();
         self.by_event
-            .try_get_with(event_id, async {
-                Ok::<_, AppError>(
-                    load(db, event_id)
-                        .await?
-                        .filter(|room| room.settings.enabled)
-                        .map(Arc::new),
-                )
+            .get(event_id, || async move {
+                Ok(load(&db, event_id)
+                    .await?
+                    .filter(|room| room.settings.enabled)
+                    .map(Arc::new))
             })
             .await
             .map_err(shared_error)
