@@ -60,7 +60,7 @@
 //!
 //! **A sold-out answer waits for the sale.** Redis says "sold out" once
 //! every ticket is admitted, before Postgres has decided the admitted
-//! purchases. Such a refusal waits (up to [`SETTLE_WAIT`]) until this
+//! purchases. Such a refusal waits (up to 1 s, [`selling`]) until this
 //! instance's admitted purchases of the type are decided; if one was
 //! refused for a reason of its own (a limit only Postgres knows) and given
 //! back, the refused purchase asks Redis again. So "sold out" is final, and
@@ -91,17 +91,14 @@ use std::{
     time::{Duration, Instant},
 };
 
-use redis::{
-    AsyncConnectionConfig, Script,
-    aio::{ConnectionLike, MultiplexedConnection},
-    cluster::ClusterClient,
-    cluster_async::ClusterConnection,
-};
+use redis::Script;
 use sqlx::PgPool;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
+use connection::{Client, Connection, driver_thread};
 use scripts::{ADMIT, GIVE_BACK, MAY_REPLAY, REBUILD};
+use selling::Selling;
 
 use super::{
     PurchaseRequest,
@@ -145,106 +142,6 @@ fn without_password(url: &str) -> std::borrow::Cow<'_, str> {
             parsed.to_string().into()
         }
         _ => url.into(),
-    }
-}
-
-/// A client of either kind.
-#[derive(Clone)]
-enum Client {
-    Server(redis::Client, Box<AsyncConnectionConfig>),
-    Cluster(Box<ClusterClient>),
-}
-
-impl Client {
-    fn open(redis: &GateRedis, settings: &GateSettings) -> redis::RedisResult<Self> {
-        Ok(match redis {
-            // The gate bounds every call itself; these only bound the rest.
-            GateRedis::Server(url) => Self::Server(
-                redis::Client::open(url.as_str())?,
-                Box::new(
-                    AsyncConnectionConfig::new()
-                        .set_connection_timeout(Some(settings.connect_timeout()))
-                        .set_response_timeout(Some(settings.connect_timeout()))
-                        .set_pipeline_buffer_size(PIPELINE_BUFFER),
-                ),
-            ),
-            GateRedis::Cluster(nodes) => {
-                let nodes = nodes.iter().map(|node| {
-                    if node.contains("://") {
-                        node.clone()
-                    } else {
-                        format!("redis://{node}")
-                    }
-                });
-                // The gate bounds every call itself (a purchase's within
-                // `timeout`, a rebuild's within the longer budget), and
-                // falls back to Postgres rather than wait: few retries
-                // (redirections after a resharding are retries too).
-                Self::Cluster(Box::new(
-                    ClusterClient::builder(nodes)
-                        .connection_timeout(settings.connect_timeout())
-                        .response_timeout(settings.connect_timeout())
-                        .retries(3)
-                        .build()?,
-                ))
-            }
-        })
-    }
-
-    async fn connect(&self) -> redis::RedisResult<Connection> {
-        Ok(match self {
-            Self::Server(client, config) => Connection::Server(
-                client
-                    .get_multiplexed_async_connection_with_config(config)
-                    .await?,
-            ),
-            Self::Cluster(client) => Connection::Cluster(client.get_async_connection().await?),
-        })
-    }
-}
-
-/// Calls queued for the connection's writer at most (the redis crate's
-/// default is 50). A burst's first wave makes a call per purchase at once;
-/// beyond the bound, a call waited for room, and each wake-up of a waiting
-/// caller went to the back of the busy runtime's queue: calls timed out
-/// before they were sent. Each waiting call costs a few bytes.
-const PIPELINE_BUFFER: usize = 8192;
-
-/// A connection of either kind: concurrent calls share it (pipelined).
-#[derive(Clone)]
-enum Connection {
-    Server(MultiplexedConnection),
-    Cluster(ClusterConnection),
-}
-
-impl ConnectionLike for Connection {
-    fn req_packed_command<'a>(
-        &'a mut self,
-        cmd: &'a redis::Cmd,
-    ) -> redis::RedisFuture<'a, redis::Value> {
-        match self {
-            Self::Server(conn) => conn.req_packed_command(cmd),
-            Self::Cluster(conn) => conn.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        pipeline: &'a redis::Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
-        match self {
-            Self::Server(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Self::Server(conn) => conn.get_db(),
-            Self::Cluster(conn) => conn.get_db(),
-        }
     }
 }
 
@@ -372,48 +269,6 @@ enum Rebuilt {
     Busy,
     /// The ticket type is not in Postgres.
     Unknown,
-}
-
-/// A refusal waits this long at most for the admitted purchases of its
-/// ticket type to be decided ([`Gate::settled`]).
-const SETTLE_WAIT: Duration = Duration::from_secs(1);
-
-/// This instance's admitted purchases of one ticket type.
-#[derive(Debug, Default, Clone, Copy)]
-struct Selling {
-    /// Not decided by Postgres yet.
-    in_flight: usize,
-    /// Given back so far.
-    given_back: u64,
-}
-
-/// One admitted purchase until Postgres has decided it (and, if it did
-/// not sell, until its counts are given back): refusals of its ticket
-/// type wait for it ([`Gate::settled`]).
-#[derive(Debug)]
-pub(super) struct InFlight {
-    gate: Arc<Gate>,
-    ticket_type_id: TicketTypeId,
-    given_back: bool,
-}
-
-impl InFlight {
-    /// Its counts went back to Redis.
-    pub(super) fn given_back(mut self) {
-        self.given_back = true;
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        let given_back = self.given_back;
-        self.gate
-            .selling_state(self.ticket_type_id)
-            .send_modify(|selling| {
-                selling.in_flight = selling.in_flight.saturating_sub(1);
-                selling.given_back += u64::from(given_back);
-            });
-    }
 }
 
 /// One ticket type's rebuilds in this instance.
@@ -672,48 +527,6 @@ impl Gate {
                 outcome(Admission::Bypass, "fallback")
             }
         }
-    }
-
-    /// An admitted purchase on its way to Postgres, until dropped.
-    pub(super) fn in_flight(self: &Arc<Self>, ticket_type_id: TicketTypeId) -> InFlight {
-        self.selling_state(ticket_type_id)
-            .send_modify(|selling| selling.in_flight += 1);
-        InFlight {
-            gate: Arc::clone(self),
-            ticket_type_id,
-            given_back: false,
-        }
-    }
-
-    /// Wait until Postgres has decided this instance's admitted purchases
-    /// of the type (within [`SETTLE_WAIT`]); whether any was given back
-    /// meanwhile (Redis has stock again: worth asking again).
-    ///
-    /// Redis says "sold out" as soon as every ticket is admitted, before
-    /// the admitted purchases commit. Answered at once, the refused come
-    /// back at once, and under a burst their requests take the CPU that
-    /// those commits need (the engine alone holds them until the batch
-    /// commits). Held here, the refusal is also final: a ticket whose
-    /// purchase fails is on sale again when it is given.
-    pub(super) async fn settled(&self, ticket_type_id: TicketTypeId) -> bool {
-        let mut selling = self.selling_state(ticket_type_id).subscribe();
-        let before = selling.borrow_and_update().given_back;
-        let decided =
-            tokio::time::timeout(SETTLE_WAIT, selling.wait_for(|now| now.in_flight == 0)).await;
-        match decided {
-            Ok(Ok(now)) => now.given_back != before,
-            // Still selling after the wait: the refusal stands.
-            _ => false,
-        }
-    }
-
-    fn selling_state(&self, id: TicketTypeId) -> tokio::sync::watch::Sender<Selling> {
-        self.selling
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(id)
-            .or_default()
-            .clone()
     }
 
     /// For a ticket type this instance knows sold out: whether the request
@@ -1097,28 +910,6 @@ impl Gate {
     }
 }
 
-/// A thread of its own, with a runtime, for the Redis connections' drivers
-/// (made on it, they run on it). On the server's runtime, under a burst the
-/// driver waited its turn behind every connection's task, and answers that
-/// Redis gave in microseconds timed out there (tripping the gate, sending
-/// the first wave to Postgres); on its own thread the OS schedules it
-/// fairly, and a purchase's task finds its answer ready when it runs. The
-/// thread ends when the sender is dropped.
-fn driver_thread() -> std::io::Result<(tokio::runtime::Handle, tokio::sync::oneshot::Sender<()>)> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let handle = runtime.handle().clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    std::thread::Builder::new()
-        .name("stampede-gate-redis".to_owned())
-        .spawn(move || {
-            // Either a send or the sender dropped: the gate is gone.
-            let _ = runtime.block_on(stopped);
-        })?;
-    Ok((handle, stop))
-}
-
 fn outcome(admission: Admission, label: &'static str) -> Admission {
     metrics::counter!("stampede_gate_total", "outcome" => label).increment(1);
     admission
@@ -1211,6 +1002,8 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+mod connection;
 mod scripts;
+mod selling;
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,8 @@
 //! The scripts alone, against the Redis of `scripts/test`
 //! (127.0.0.1:6379, or `REDIS_URL`), under a key tag of their own.
 
+use redis::aio::{ConnectionLike as _, MultiplexedConnection};
+
 use super::*;
 
 async fn redis() -> MultiplexedConnection {

@@ -1,0 +1,134 @@
+//! The gate's Redis connection: one server or a cluster, shared by every
+//! purchase (calls pipelined on it), driven from a thread of its own.
+
+use redis::{
+    AsyncConnectionConfig,
+    aio::{ConnectionLike, MultiplexedConnection},
+    cluster::ClusterClient,
+    cluster_async::ClusterConnection,
+};
+
+use super::{GateRedis, GateSettings};
+
+/// A client of either kind.
+#[derive(Clone)]
+pub(super) enum Client {
+    Server(redis::Client, Box<AsyncConnectionConfig>),
+    Cluster(Box<ClusterClient>),
+}
+
+impl Client {
+    pub(super) fn open(redis: &GateRedis, settings: &GateSettings) -> redis::RedisResult<Self> {
+        Ok(match redis {
+            // The gate bounds every call itself; these only bound the rest.
+            GateRedis::Server(url) => Self::Server(
+                redis::Client::open(url.as_str())?,
+                Box::new(
+                    AsyncConnectionConfig::new()
+                        .set_connection_timeout(Some(settings.connect_timeout()))
+                        .set_response_timeout(Some(settings.connect_timeout()))
+                        .set_pipeline_buffer_size(PIPELINE_BUFFER),
+                ),
+            ),
+            GateRedis::Cluster(nodes) => {
+                let nodes = nodes.iter().map(|node| {
+                    if node.contains("://") {
+                        node.clone()
+                    } else {
+                        format!("redis://{node}")
+                    }
+                });
+                // The gate bounds every call itself (a purchase's within
+                // `timeout`, a rebuild's within the longer budget), and
+                // falls back to Postgres rather than wait: few retries
+                // (redirections after a resharding are retries too).
+                Self::Cluster(Box::new(
+                    ClusterClient::builder(nodes)
+                        .connection_timeout(settings.connect_timeout())
+                        .response_timeout(settings.connect_timeout())
+                        .retries(3)
+                        .build()?,
+                ))
+            }
+        })
+    }
+
+    pub(super) async fn connect(&self) -> redis::RedisResult<Connection> {
+        Ok(match self {
+            Self::Server(client, config) => Connection::Server(
+                client
+                    .get_multiplexed_async_connection_with_config(config)
+                    .await?,
+            ),
+            Self::Cluster(client) => Connection::Cluster(client.get_async_connection().await?),
+        })
+    }
+}
+
+/// Calls queued for the connection's writer at most (the redis crate's
+/// default is 50). A burst's first wave makes a call per purchase at once;
+/// beyond the bound, a call waited for room, and each wake-up of a waiting
+/// caller went to the back of the busy runtime's queue: calls timed out
+/// before they were sent. Each waiting call costs a few bytes.
+const PIPELINE_BUFFER: usize = 8192;
+
+/// A connection of either kind: concurrent calls share it (pipelined).
+#[derive(Clone)]
+pub(super) enum Connection {
+    Server(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Self::Server(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Self::Server(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Server(conn) => conn.get_db(),
+            Self::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+/// A thread of its own, with a runtime, for the Redis connections' drivers
+/// (made on it, they run on it). On the server's runtime, under a burst the
+/// driver waited its turn behind every connection's task, and answers that
+/// Redis gave in microseconds timed out there (tripping the gate, sending
+/// the first wave to Postgres); on its own thread the OS schedules it
+/// fairly, and a purchase's task finds its answer ready when it runs. The
+/// thread ends when the sender is dropped.
+pub(super) fn driver_thread()
+-> std::io::Result<(tokio::runtime::Handle, tokio::sync::oneshot::Sender<()>)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let handle = runtime.handle().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("stampede-gate-redis".to_owned())
+        .spawn(move || {
+            // Either a send or the sender dropped: the gate is gone.
+            let _ = runtime.block_on(stopped);
+        })?;
+    Ok((handle, stop))
+}

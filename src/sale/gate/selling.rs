@@ -1,0 +1,98 @@
+//! A sold-out answer waits for the sale: this instance's admitted
+//! purchases of a ticket type, until Postgres has decided them.
+
+use std::{
+    sync::{Arc, PoisonError},
+    time::Duration,
+};
+
+use tokio::sync::watch;
+
+use super::Gate;
+use crate::domain::TicketTypeId;
+
+/// A refusal waits this long at most for the admitted purchases of its
+/// ticket type to be decided ([`Gate::settled`]).
+const SETTLE_WAIT: Duration = Duration::from_secs(1);
+
+/// This instance's admitted purchases of one ticket type.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Selling {
+    /// Not decided by Postgres yet.
+    in_flight: usize,
+    /// Given back so far.
+    given_back: u64,
+}
+
+/// One admitted purchase until Postgres has decided it (and, if it did
+/// not sell, until its counts are given back): refusals of its ticket
+/// type wait for it ([`Gate::settled`]).
+#[derive(Debug)]
+pub(in crate::sale) struct InFlight {
+    gate: Arc<Gate>,
+    ticket_type_id: TicketTypeId,
+    given_back: bool,
+}
+
+impl InFlight {
+    /// Its counts went back to Redis.
+    pub(in crate::sale) fn given_back(mut self) {
+        self.given_back = true;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let given_back = self.given_back;
+        self.gate
+            .selling_state(self.ticket_type_id)
+            .send_modify(|selling| {
+                selling.in_flight = selling.in_flight.saturating_sub(1);
+                selling.given_back += u64::from(given_back);
+            });
+    }
+}
+
+impl Gate {
+    /// An admitted purchase on its way to Postgres, until dropped.
+    pub(in crate::sale) fn in_flight(self: &Arc<Self>, ticket_type_id: TicketTypeId) -> InFlight {
+        self.selling_state(ticket_type_id)
+            .send_modify(|selling| selling.in_flight += 1);
+        InFlight {
+            gate: Arc::clone(self),
+            ticket_type_id,
+            given_back: false,
+        }
+    }
+
+    /// Wait until Postgres has decided this instance's admitted purchases
+    /// of the type (within [`SETTLE_WAIT`]); whether any was given back
+    /// meanwhile (Redis has stock again: worth asking again).
+    ///
+    /// Redis says "sold out" as soon as every ticket is admitted, before
+    /// the admitted purchases commit. Answered at once, the refused come
+    /// back at once, and under a burst their requests take the CPU that
+    /// those commits need (the engine alone holds them until the batch
+    /// commits). Held here, the refusal is also final: a ticket whose
+    /// purchase fails is on sale again when it is given.
+    pub(in crate::sale) async fn settled(&self, ticket_type_id: TicketTypeId) -> bool {
+        let mut selling = self.selling_state(ticket_type_id).subscribe();
+        let before = selling.borrow_and_update().given_back;
+        let decided =
+            tokio::time::timeout(SETTLE_WAIT, selling.wait_for(|now| now.in_flight == 0)).await;
+        match decided {
+            Ok(Ok(now)) => now.given_back != before,
+            // Still selling after the wait: the refusal stands.
+            _ => false,
+        }
+    }
+
+    fn selling_state(&self, id: TicketTypeId) -> watch::Sender<Selling> {
+        self.selling
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(id)
+            .or_default()
+            .clone()
+    }
+}
