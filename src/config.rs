@@ -256,6 +256,17 @@ pub struct ServeArgs {
     )]
     pub redis_gate_reconcile_secs: u64,
 
+    /// The gate: a published sale's counters are built in Redis once it
+    /// opens within this many seconds (and at its publication), not at its
+    /// first purchase; 0: at its first purchase.
+    #[arg(
+        long,
+        env = "STAMPEDE_REDIS_GATE_AHEAD_SECS",
+        default_value_t = 900,
+        global = true
+    )]
+    pub redis_gate_ahead_secs: u64,
+
     /// `batch`: purchases of one ticket type sold in one transaction at most.
     #[arg(
         long,

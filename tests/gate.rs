@@ -18,7 +18,7 @@ use common::{
     published_event,
     purchase::{fresh_key, request},
     redis_servers::OwnRedis,
-    sold,
+    sold, until_listening,
 };
 use deadpool_redis::redis;
 use futures::StreamExt as _;
@@ -399,26 +399,6 @@ async fn stock_hash(
 /// A buyer's field in the stock hash (the folded buyer key).
 fn buyer(email: &str) -> String {
     format!("b:{}", BuyerKey::from(&Email::parse(email).unwrap()))
-}
-
-/// Wait until `n` backends of this database have run LISTEN, and a moment
-/// more for what follows it (the gate rebuilds what it has seen).
-async fn until_listening(pool: &PgPool, n: i64) {
-    for _ in 0..500 {
-        let listening: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE datname = current_database() AND query LIKE 'LISTEN%'",
-        )
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        if listening >= n {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("fewer than {n} listeners ever started");
 }
 
 /// The generation rule. A is admitted under generation G and waits on the
@@ -824,34 +804,6 @@ async fn pause_redis(own: &OwnRedis, held: Duration) -> tokio::time::Instant {
     tokio::time::Instant::now() + held
 }
 
-/// Scripts Redis has run since it started (EVALSHA and EVAL calls).
-async fn scripts_run(own: &OwnRedis) -> i64 {
-    calls(own, &["evalsha", "eval"]).await
-}
-
-/// Calls of these commands since Redis started (`INFO commandstats`).
-async fn calls(own: &OwnRedis, commands: &[&str]) -> i64 {
-    let info: String = own
-        .cmd(redis::cmd("INFO").arg("commandstats"))
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|line| {
-            commands
-                .iter()
-                .any(|command| line.starts_with(&format!("cmdstat_{command}:")))
-        })
-        .filter_map(|line| {
-            line.split_once("calls=")?
-                .1
-                .split(',')
-                .next()?
-                .parse::<i64>()
-                .ok()
-        })
-        .sum()
-}
-
 /// One buyer after another, each buying one ticket.
 struct Buyers<'a> {
     sales: &'a Sales,
@@ -938,7 +890,7 @@ async fn a_slow_redis_costs_a_purchase_its_timeout_and_only_a_run_of_them_trips_
     // Slow for good: a run of late answers takes the gate aside, and the
     // purchases after it do not ask Redis at all.
     let admitted = gate.admitted();
-    let scripts_before = scripts_run(&own).await;
+    let scripts_before = own.scripts_run().await;
     let resumes = pause_redis(&own, Duration::from_secs(20)).await;
     for late in 0..TIMEOUTS_TO_TRIP {
         assert!(!gate.standing_aside(), "aside after {late} late answers");
@@ -959,7 +911,7 @@ async fn a_slow_redis_costs_a_purchase_its_timeout_and_only_a_run_of_them_trips_
     // The held calls run when the pause ends; the purchases aside sent none.
     tokio::time::sleep_until(resumes + Duration::from_millis(300)).await;
     assert_eq!(
-        scripts_run(&own).await - scripts_before,
+        own.scripts_run().await - scripts_before,
         TIMEOUTS_TO_TRIP as i64,
         "scripts sent while Redis was held"
     );
@@ -974,6 +926,7 @@ async fn a_slow_redis_costs_a_purchase_its_timeout_and_only_a_run_of_them_trips_
 
 /// At start the gate connects and loads its four scripts, before any
 /// purchase. A first wave of purchases of a type Redis does not know yet
+/// (not built ahead: off here, as for a hash lost before the rush)
 /// rebuilds its hash from Postgres once: one rebuild script and one admit
 /// script each, not a rebuild per purchase that waited for the first.
 #[sqlx::test]
@@ -982,17 +935,23 @@ async fn the_gate_warms_up_at_start_and_a_first_wave_rebuilds_once(
     connect: PgConnectOptions,
 ) {
     const WAVE: i64 = 40;
-    let (pool, tt, own, sales) = own_gate(
-        connect,
-        TicketSpec::new(100, 1, 1),
-        Duration::from_secs(3600),
-    )
-    .await;
+    let (pool, fixture) = setup(connect, TicketSpec::new(100, 1, 1)).await;
+    let tt = fixture.ticket_type_id();
+    let own = OwnRedis::start();
+    own.until_up().await;
+    let settings = GateSettings {
+        prefix: PREFIX.into(),
+        timeout: Duration::from_millis(500),
+        reconcile_every: Duration::from_secs(3600),
+        build_ahead: None,
+        ..GateSettings::default()
+    };
+    let sales = gated_with(&pool, &own.url(), settings);
     let gate = sales.gate().unwrap();
     assert!(format!("{gate:?}").contains(PREFIX), "{gate:?}");
     let mut loaded = 0;
     for _ in 0..100 {
-        loaded = calls(&own, &["script|load"]).await;
+        loaded = own.calls(&["script|load"]).await;
         if loaded == 4 {
             break;
         }
@@ -1001,7 +960,7 @@ async fn the_gate_warms_up_at_start_and_a_first_wave_rebuilds_once(
     assert_eq!(loaded, 4, "scripts loaded at start");
     // No rebuild for a missed notification during the wave.
     until_listening(&pool, 2).await;
-    assert_eq!(scripts_run(&own).await, 0);
+    assert_eq!(own.scripts_run().await, 0);
 
     let wave: Vec<_> = (0..WAVE)
         .map(|i| {
@@ -1016,7 +975,7 @@ async fn the_gate_warms_up_at_start_and_a_first_wave_rebuilds_once(
     }
     assert_eq!(gate.admitted(), WAVE as u64);
     assert_eq!(
-        scripts_run(&own).await,
+        own.scripts_run().await,
         WAVE + 1,
         "one rebuild, one admit each"
     );
@@ -1482,9 +1441,9 @@ async fn the_reconcile_runs_once_per_interval(_: PgPoolOptions, connect: PgConne
         .purchase(now(), &request(tt, 1, "first@example.org", &fresh_key()))
         .await
         .unwrap();
-    let before = scripts_run(&own).await;
+    let before = own.scripts_run().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let rebuilds = scripts_run(&own).await - before;
+    let rebuilds = own.scripts_run().await - before;
     assert!((1..=10).contains(&rebuilds), "{rebuilds} rebuilds in 2 s");
     assert_invariants(&pool).await;
 }
@@ -1743,7 +1702,7 @@ async fn a_rebuild_that_waits_costs_postgres_nothing_and_is_retried_sparingly(
     holdings.rollback().await.unwrap();
     assert_eq!(readers, Vec::<i32>::new(), "a rebuild read Postgres");
 
-    let before = calls(&own, &["zcount"]).await;
+    let before = own.calls(&["zcount"]).await;
     let started = std::time::Instant::now();
     // Two waves of 20 at once, then 20 one after another.
     for wave in 0..3 {
@@ -1765,7 +1724,7 @@ async fn a_rebuild_that_waits_costs_postgres_nothing_and_is_retried_sparingly(
         }
     }
     let windows = started.elapsed().as_millis() as i64 / 100 + 1;
-    let tries = calls(&own, &["zcount"]).await - before;
+    let tries = own.calls(&["zcount"]).await - before;
     assert!(
         tries <= 2 * windows + 1,
         "{tries} tries in {windows} windows of 100 ms"

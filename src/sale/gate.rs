@@ -28,6 +28,14 @@
 //! cancellation, a capacity raised), when Redis comes back after a failure,
 //! and every `reconcile_every` for the ticket types this instance sells.
 //!
+//! **Built ahead.** A rebuild at a rush's first purchase makes the whole
+//! first wave wait for it (a Postgres read and a script, on a loaded
+//! machine: tens of milliseconds). So the counters of a published sale are
+//! built before it opens (`build_ahead`): when Postgres announces it
+//! published or moved (`stampede_sale_scheduled`, migrations/0019), at
+//! start-up, and every `reconcile_every` for the sales that open within
+//! `build_ahead` or are open and not sold out (at most [`AHEAD_MAX`]).
+//!
 //! **Only when quiet.** A snapshot does not count the purchases admitted
 //! but not yet committed: a rebuild under them would set `left` as if their
 //! tickets were still for sale, and Redis would admit them twice (Postgres
@@ -158,6 +166,10 @@ pub struct GateSettings {
     pub record_ttl: Duration,
     /// Prepended to every key (tests isolate themselves with it).
     pub prefix: String,
+    /// The counters of a published sale are built once it opens within
+    /// this (when it is published, at start-up, every `reconcile_every`),
+    /// not at its first purchase; `None`: at its first purchase.
+    pub build_ahead: Option<Duration>,
     /// An admission neither settled nor given back within this is taken for
     /// lost (its instance died) and no longer holds back the rebuilds that
     /// wait for quiet. Longer than any purchase takes.
@@ -181,6 +193,7 @@ impl Default for GateSettings {
             record_ttl: Duration::from_secs(24 * 3600),
             prefix: "stampede:gate:".to_owned(),
             settle_within: Duration::from_secs(30),
+            build_ahead: Some(Duration::from_secs(15 * 60)),
         }
     }
 }
@@ -292,6 +305,9 @@ const QUIET_RETRY: Duration = Duration::from_millis(100);
 
 /// A ticket type not bought for this long is no longer reconciled.
 const FORGET_AFTER: Duration = Duration::from_secs(600);
+
+/// The most sales whose counters are built ahead, soonest to open first.
+const AHEAD_MAX: i64 = 1000;
 
 /// Timeouts in a row that take the gate out of the way for `retry_after`.
 /// One late answer sends only its own purchase to Postgres: under a burst on
@@ -405,6 +421,68 @@ impl Gate {
             .await;
         if let Err(err) = loaded {
             tracing::debug!(error = %err, "Redis gate: not warmed up; the first purchase connects");
+        }
+        self.build_ahead().await;
+    }
+
+    /// The counters of the published sales that open within `build_ahead`
+    /// or are open, not sold out: those missing in Redis are built from
+    /// Postgres, so that a rush's first wave does not wait for the rebuild
+    /// (a Postgres read and a script, under the wave's load). Those this
+    /// instance built or found within `reconcile_every` are skipped; the
+    /// others cost one `EXISTS` each.
+    async fn build_ahead(&self) {
+        let Some(window) = self.settings.build_ahead else {
+            return;
+        };
+        if self.standing_aside() {
+            return;
+        }
+        super::postgres_round("gate_ahead");
+        let ids =
+            sqlx::query_file_scalar!("sql/sale/gate_ahead.sql", window.as_secs_f64(), AHEAD_MAX)
+                .fetch_all(&self.db)
+                .await;
+        let ids = match ids {
+            Ok(ids) => ids,
+            Err(err) => {
+                tracing::debug!(error = %err, "Redis gate: the sales to build ahead not read");
+                return;
+            }
+        };
+        for id in ids.into_iter().map(TicketTypeId::from) {
+            let known = {
+                let local = self.local();
+                local.stale.contains_key(&id)
+                    || local
+                        .rebuilt
+                        .get(&id)
+                        .is_some_and(|at| at.elapsed() < self.settings.reconcile_every)
+            };
+            if known {
+                continue;
+            }
+            let stock = self.stock_key(id);
+            let present = self
+                .redis(self.settings.connect_timeout(), async |conn| {
+                    redis::cmd("EXISTS")
+                        .arg(&stock)
+                        .query_async::<bool>(conn)
+                        .await
+                })
+                .await;
+            let built = match present {
+                Ok(true) => {
+                    self.local().rebuilt.insert(id, Instant::now());
+                    Ok(Rebuilt::Done)
+                }
+                Ok(false) => self.rebuild_once(id, Rebuild::IfMissing).await,
+                Err(err) => Err(err),
+            };
+            if let Err(err) = built {
+                self.failed(&err);
+                return;
+            }
         }
     }
 
@@ -918,11 +996,20 @@ fn outcome(admission: Admission, label: &'static str) -> Admission {
 impl StockWatcher for Gate {
     fn returned(&self, ticket_type_id: TicketTypeId) {
         let mut local = self.local();
-        if local.seen.contains_key(&ticket_type_id) {
+        if local.seen.contains_key(&ticket_type_id) || local.rebuilt.contains_key(&ticket_type_id) {
             local.mark(ticket_type_id, Rebuild::WhenQuiet);
             drop(local);
             self.wake.notify_one();
         }
+    }
+
+    /// Built ahead: a sale just published is counted before its rush.
+    fn scheduled(&self, ticket_type_id: TicketTypeId) {
+        if self.settings.build_ahead.is_none() {
+            return;
+        }
+        self.local().mark(ticket_type_id, Rebuild::WhenQuiet);
+        self.wake.notify_one();
     }
 
     fn missed(&self) {
@@ -974,6 +1061,7 @@ async fn reconcile(gate: Weak<Gate>, wake: Arc<Notify>) {
         };
         if periodic {
             next = tokio::time::Instant::now() + every;
+            gate.build_ahead().await;
         }
         retry = None;
         for (id, mode) in ids {

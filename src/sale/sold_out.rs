@@ -39,6 +39,10 @@ const RECONNECT: Duration = Duration::from_secs(1);
 /// The channel that migrations/0006's trigger notifies.
 const CHANNEL: &str = "stampede_stock_returned";
 
+/// The channel that migrations/0019's trigger notifies: a ticket type's
+/// sale published or moved.
+const SCHEDULED: &str = "stampede_sale_scheduled";
+
 /// A flag learns the keys of at most this many orders (a few MB); past it,
 /// refusals of that type read Postgres as they did before.
 const MAX_COMMITTED_KEYS: i64 = 200_000;
@@ -275,6 +279,9 @@ async fn learn_committed(
 pub trait StockWatcher: Send + Sync + 'static {
     /// Tickets of this type came back (a cancellation, a capacity raised).
     fn returned(&self, ticket_type_id: TicketTypeId);
+    /// The sale of this type was published or moved (nothing sold yet, as
+    /// far as this tells).
+    fn scheduled(&self, _ticket_type_id: TicketTypeId) {}
     /// Notifications may have been lost (the listener (re)connected).
     fn missed(&self);
 }
@@ -289,8 +296,9 @@ impl StockWatcher for SoldOut {
     }
 }
 
-/// Tell `flags` as Postgres announces returned stock, for as long as they
-/// are in use (the task ends when the engine is dropped).
+/// Tell `flags` as Postgres announces returned stock (and scheduled sales),
+/// for as long as they are in use (the task ends when the engine is
+/// dropped).
 pub async fn listen<W: StockWatcher>(db: PgPool, flags: Weak<W>) {
     // A connection of its own: a listener holds its connection for good,
     // which would take a slot from the sale's pool.
@@ -308,7 +316,7 @@ pub async fn listen<W: StockWatcher>(db: PgPool, flags: Weak<W>) {
                 continue;
             }
         };
-        if let Err(err) = listener.listen(CHANNEL).await {
+        if let Err(err) = listener.listen_all([CHANNEL, SCHEDULED]).await {
             tracing::warn!(error = %err, "sold-out listener cannot LISTEN; retrying");
             tokio::time::sleep(RECONNECT).await;
             continue;
@@ -327,7 +335,11 @@ pub async fn listen<W: StockWatcher>(db: PgPool, flags: Weak<W>) {
                 Err(_elapsed) => {}
                 Ok(Ok(Some(notification))) => {
                     if let Some(id) = TicketTypeId::parse(notification.payload()) {
-                        flags.returned(id);
+                        if notification.channel() == SCHEDULED {
+                            flags.scheduled(id);
+                        } else {
+                            flags.returned(id);
+                        }
                     }
                 }
                 Ok(Ok(None)) => flags.missed(),

@@ -117,6 +117,8 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
             timeout: Duration::from_millis(args.redis_gate_timeout_ms),
             reconcile_every: Duration::from_secs(args.redis_gate_reconcile_secs),
             prefix: args.redis_gate_prefix.clone(),
+            build_ahead: (args.redis_gate_ahead_secs > 0)
+                .then(|| Duration::from_secs(args.redis_gate_ahead_secs)),
             ..GateSettings::default()
         };
         let redis = if args.redis_cluster_nodes.is_empty() {

@@ -693,3 +693,23 @@ pub fn csrf_from_page(html: &str) -> String {
     let start = html.find(&marker).expect("page has a CSRF field") + marker.len();
     html[start..].split('"').next().unwrap().to_owned()
 }
+
+/// Wait until `n` backends of this database have run LISTEN, and a moment
+/// more for what follows it (the gate rebuilds what it has seen).
+pub async fn until_listening(pool: &PgPool, n: i64) {
+    for _ in 0..500 {
+        let listening: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if listening >= n {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("fewer than {n} listeners ever started");
+}

@@ -77,6 +77,34 @@ impl OwnRedis {
         cmd_at(&self.url(), cmd).await
     }
 
+    /// Scripts Redis has run since it started (EVALSHA and EVAL calls).
+    pub async fn scripts_run(&self) -> i64 {
+        self.calls(&["evalsha", "eval"]).await
+    }
+
+    /// Calls of these commands since Redis started (`INFO commandstats`).
+    pub async fn calls(&self, commands: &[&str]) -> i64 {
+        let info: String = self
+            .cmd(redis::cmd("INFO").arg("commandstats"))
+            .await
+            .unwrap();
+        info.lines()
+            .filter(|line| {
+                commands
+                    .iter()
+                    .any(|command| line.starts_with(&format!("cmdstat_{command}:")))
+            })
+            .filter_map(|line| {
+                line.split_once("calls=")?
+                    .1
+                    .split(',')
+                    .next()?
+                    .parse::<i64>()
+                    .ok()
+            })
+            .sum()
+    }
+
     pub fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
