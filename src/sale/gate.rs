@@ -104,7 +104,7 @@ use sqlx::PgPool;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use connection::{Client, Connection, driver_thread};
+use connection::{Client, Connection};
 use scripts::{ADMIT, GIVE_BACK, MAY_REPLAY, REBUILD};
 use selling::Selling;
 
@@ -319,10 +319,6 @@ const TIMEOUTS_TO_TRIP: u32 = 16;
 pub struct Gate {
     db: PgPool,
     redis: Client,
-    /// Where the Redis connections' drivers run ([`driver_thread`]).
-    driver: tokio::runtime::Handle,
-    /// Ends the driver's thread with the gate.
-    _stop_driver: tokio::sync::oneshot::Sender<()>,
     /// One multiplexed connection for all purchases (concurrent calls are
     /// pipelined on it); dropped on an error (not on a mere timeout) and
     /// made again on demand. Cloned under a lock never held across an
@@ -368,12 +364,9 @@ impl Gate {
         settings: GateSettings,
     ) -> Result<Arc<Self>, AppError> {
         let redis = Client::open(&redis, &settings).map_err(AppError::internal)?;
-        let (driver, stop_driver) = driver_thread().map_err(AppError::internal)?;
         let gate = Arc::new(Self {
             db: db.clone(),
             redis,
-            driver,
-            _stop_driver: stop_driver,
             conn: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
             settings,
@@ -934,16 +927,7 @@ impl Gate {
         if let Some(conn) = self.conn_slot().clone() {
             return Ok(conn);
         }
-        let client = self.redis.clone();
-        let made = self
-            .driver
-            .spawn(async move { client.connect().await })
-            .await
-            .map_err(|err| {
-                redis::RedisError::from(std::io::Error::other(format!(
-                    "the gate's Redis thread: {err}"
-                )))
-            })??;
+        let made = self.redis.connect().await?;
         *self.conn_slot() = Some(made.clone());
         Ok(made)
     }
