@@ -34,7 +34,7 @@
 //! built before it opens (`build_ahead`): when Postgres announces it
 //! published or moved (`stampede_sale_scheduled`, migrations/0019), at
 //! start-up, and every `reconcile_every` for the sales that open within
-//! `build_ahead` or are open and not sold out (at most [`AHEAD_MAX`]).
+//! `build_ahead` or are open and not sold out ([`ahead`]).
 //!
 //! **Only when quiet.** A snapshot does not count the purchases admitted
 //! but not yet committed: a rebuild under them would set `left` as if their
@@ -306,9 +306,6 @@ const QUIET_RETRY: Duration = Duration::from_millis(100);
 /// A ticket type not bought for this long is no longer reconciled.
 const FORGET_AFTER: Duration = Duration::from_secs(600);
 
-/// The most sales whose counters are built ahead, soonest to open first.
-const AHEAD_MAX: i64 = 1000;
-
 /// Timeouts in a row that take the gate out of the way for `retry_after`.
 /// One late answer sends only its own purchase to Postgres: under a burst on
 /// a busy machine a few answers come late while Redis is fine, and standing
@@ -416,67 +413,6 @@ impl Gate {
             tracing::debug!(error = %err, "Redis gate: not warmed up; the first purchase connects");
         }
         self.build_ahead().await;
-    }
-
-    /// The counters of the published sales that open within `build_ahead`
-    /// or are open, not sold out: those missing in Redis are built from
-    /// Postgres, so that a rush's first wave does not wait for the rebuild
-    /// (a Postgres read and a script, under the wave's load). Those this
-    /// instance built or found within `reconcile_every` are skipped; the
-    /// others cost one `EXISTS` each.
-    async fn build_ahead(&self) {
-        let Some(window) = self.settings.build_ahead else {
-            return;
-        };
-        if self.standing_aside() {
-            return;
-        }
-        super::postgres_round("gate_ahead");
-        let ids =
-            sqlx::query_file_scalar!("sql/sale/gate_ahead.sql", window.as_secs_f64(), AHEAD_MAX)
-                .fetch_all(&self.db)
-                .await;
-        let ids = match ids {
-            Ok(ids) => ids,
-            Err(err) => {
-                tracing::debug!(error = %err, "Redis gate: the sales to build ahead not read");
-                return;
-            }
-        };
-        for id in ids.into_iter().map(TicketTypeId::from) {
-            let known = {
-                let local = self.local();
-                local.stale.contains_key(&id)
-                    || local
-                        .rebuilt
-                        .get(&id)
-                        .is_some_and(|at| at.elapsed() < self.settings.reconcile_every)
-            };
-            if known {
-                continue;
-            }
-            let stock = self.stock_key(id);
-            let present = self
-                .redis(self.settings.connect_timeout(), async |conn| {
-                    redis::cmd("EXISTS")
-                        .arg(&stock)
-                        .query_async::<bool>(conn)
-                        .await
-                })
-                .await;
-            let built = match present {
-                Ok(true) => {
-                    self.local().rebuilt.insert(id, Instant::now());
-                    Ok(Rebuilt::Done)
-                }
-                Ok(false) => self.rebuild_once(id, Rebuild::IfMissing).await,
-                Err(err) => Err(err),
-            };
-            if let Err(err) = built {
-                self.failed(&err);
-                return;
-            }
-        }
     }
 
     /// Purchases admitted so far by this instance (what went on to Postgres
@@ -1074,6 +1010,7 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+mod ahead;
 mod connection;
 mod scripts;
 mod selling;
