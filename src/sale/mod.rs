@@ -28,7 +28,6 @@
 mod batch;
 mod cancel;
 mod check;
-mod finish_on_drop;
 mod gate;
 mod holds;
 mod redis_baselines;
@@ -43,7 +42,6 @@ use tracing::Instrument;
 
 pub use batch::EngineSettings;
 pub use cancel::{cancel, cancel_by_organizer, cancel_event};
-use finish_on_drop::FinishOnDrop;
 use gate::Admission;
 pub use gate::{Gate, GateError, GateRedis, GateSettings};
 pub use holds::{Confirmed, EXPIRE_BATCH, confirm, expire_holds, spawn_sweeper};
@@ -390,13 +388,13 @@ impl Sales {
                 }
             }
             Admission::Admitted(ticket) => {
-                // Finished in a task of its own if the buyer goes away
-                // meanwhile: the settle or give-back is never cut short.
+                // In a task of its own, so that a buyer who goes away
+                // cannot cancel the give-back.
                 let sales = self.clone();
                 let in_flight = gate.in_flight(request.ticket_type_id);
                 let gate = Arc::clone(gate);
                 let request = request.clone();
-                FinishOnDrop::new(
+                let sold = tokio::spawn(
                     async move {
                         let result = sales.sell(now, &request).await;
                         if matches!(result, Ok(Purchase::Created { .. })) {
@@ -422,8 +420,12 @@ impl Sales {
                         result
                     }
                     .in_current_span(),
-                )
-                .await
+                );
+                sold.await.unwrap_or_else(|err| {
+                    Err(AppError::internal(anyhow::anyhow!(
+                        "purchase task failed: {err}"
+                    )))
+                })
             }
         }
     }
