@@ -263,6 +263,8 @@ pub struct ServeArgs {
         long,
         env = "STAMPEDE_REDIS_GATE_AHEAD_SECS",
         default_value_t = 900,
+        // Up to a week: Postgres's interval arithmetic has to hold it.
+        value_parser = clap::value_parser!(u64).range(0..=7 * 24 * 3600),
         global = true
     )]
     pub redis_gate_ahead_secs: u64,
