@@ -227,7 +227,7 @@ pub async fn update(
 ) -> Result<Response, AppError> {
     let detail = db::events::find_owned(&state.db, organizer.id, parse_id(&id)?).await?;
     let input = event_input(&fields)?;
-    let result = match input.parse() {
+    let result = match keep_unchanged_times(&input, &detail).parse() {
         Ok(new) => {
             db::events::update(
                 &state.db,
@@ -359,6 +359,31 @@ fn event_input(fields: &FormFields) -> Result<EventInput, AppError> {
         hold_minutes: fields.get("hold_minutes").to_owned(),
         ticket_types,
     })
+}
+
+/// The form shows times to the minute. A time sent back as it was shown
+/// keeps its exact stored value: an event made through the API may open its
+/// sale at 10:00:30, and editing its title must not move that to 10:00.
+fn keep_unchanged_times(input: &EventInput, detail: &EventDetail) -> EventInput {
+    let event = &detail.event;
+    let exact = |sent: &str, stored: time::OffsetDateTime| {
+        if sent.trim() == views::datetime_local(stored) {
+            stored
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_else(|_| sent.to_owned())
+        } else {
+            sent.to_owned()
+        }
+    };
+    EventInput {
+        starts_at: exact(&input.starts_at, event.starts_at),
+        sale_opens_at: exact(&input.sale_opens_at, event.sale_opens_at),
+        sale_closes_at: match event.sale_closes_at {
+            Some(stored) => exact(&input.sale_closes_at, stored),
+            None => input.sale_closes_at.clone(),
+        },
+        ..input.clone()
+    }
 }
 
 fn input_from(detail: &EventDetail) -> EventInput {

@@ -551,3 +551,69 @@ async fn organizer_event_forms_are_full_pages_with_the_site_layout(pool: PgPool)
     assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert_full_page("refused organizer form", &resp.text().await.unwrap());
 }
+
+/// The value the edit page fills a time field in with.
+fn shown_time(page: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" required value=\"");
+    let start = page.find(&marker).map(|at| at + marker.len());
+    let start = start.unwrap_or_else(|| panic!("no {name} field on the page: {page}"));
+    page[start..].split('"').next().unwrap().to_owned()
+}
+
+async fn event_times(pool: &PgPool, event_id: Uuid) -> (OffsetDateTime, OffsetDateTime) {
+    sqlx::query_as("SELECT starts_at, sale_opens_at FROM events WHERE id = $1")
+        .bind(event_id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test]
+async fn an_edit_keeps_the_exact_times_it_left_as_they_were_shown(pool: PgPool) {
+    let app = TestApp::spawn(pool.clone()).await;
+    let org = app.organizer("org@example.org").await;
+    let fixture = owned_published_event(&org, &[TicketSpec::new(10, 4, 8)]).await;
+    let tt = fixture.ticket_type_id();
+    let edit = format!("/organizer/events/{}/edit", fixture.event_id);
+    // Times to the second and below, as the API may set them.
+    sqlx::query(
+        "UPDATE events SET sale_opens_at = date_trunc('minute', sale_opens_at) + interval '30.123456 seconds',
+                           starts_at = date_trunc('minute', starts_at) + interval '59 seconds'
+         WHERE id = $1",
+    )
+    .bind(fixture.event_id)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let before = event_times(&pool, fixture.event_id).await;
+    assert_eq!(before.1.second(), 30);
+
+    // The page shows them to the minute; sent back so, they do not move.
+    let page = org.get(&edit).await.text().await.unwrap();
+    let starts = shown_time(&page, "starts_at");
+    let opens = shown_time(&page, "sale_opens_at");
+    assert_eq!(starts, form_time(before.0));
+    let fields = with(
+        &with(&edit_form(tt, "Renamed", "10"), "starts_at", &starts),
+        "sale_opens_at",
+        &opens,
+    );
+    let resp = org.post_form(&edit, &borrowed(&fields)).await;
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    assert_eq!(event_title(&pool, fixture.event_id).await, "Renamed");
+    assert_eq!(event_times(&pool, fixture.event_id).await, before);
+
+    // A time the organizer changed is taken as typed.
+    let later = form_time(before.1 + time::Duration::minutes(1));
+    let fields = with(
+        &with(&edit_form(tt, "Renamed", "10"), "starts_at", &starts),
+        "sale_opens_at",
+        &later,
+    );
+    let resp = org.post_form(&edit, &borrowed(&fields)).await;
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    let after = event_times(&pool, fixture.event_id).await;
+    assert_eq!(after.0, before.0);
+    assert_eq!(form_time(after.1), later);
+    assert_eq!((after.1.second(), after.1.nanosecond()), (0, 0));
+}
