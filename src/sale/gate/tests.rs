@@ -2,6 +2,7 @@
 //! (127.0.0.1:6379, or `REDIS_URL`), under a key tag of their own.
 
 use redis::aio::{ConnectionLike as _, MultiplexedConnection};
+use uuid::Uuid;
 
 use super::*;
 
