@@ -323,7 +323,7 @@ pub async fn listen<W: StockWatcher>(db: PgPool, flags: Weak<W>) {
         }
         // Whatever was announced before this LISTEN is lost: forget all.
         match flags.upgrade() {
-            Some(flags) => flags.missed(),
+            Some(flags) => resync(&*flags),
             None => return,
         }
         loop {
@@ -342,15 +342,23 @@ pub async fn listen<W: StockWatcher>(db: PgPool, flags: Weak<W>) {
                         }
                     }
                 }
-                Ok(Ok(None)) => flags.missed(),
+                Ok(Ok(None)) => resync(&*flags),
                 Ok(Err(err)) => {
                     tracing::warn!(error = %err, "sold-out listener failed; reconnecting");
-                    flags.missed();
+                    resync(&*flags);
                     break;
                 }
             }
         }
     }
+}
+
+/// Notifications may have been lost: `flags` forgets what they would have
+/// told, counted in `/metrics` (once per listener at start, then once per
+/// reconnect: a rise after start-up says the listeners' connections drop).
+fn resync<W: StockWatcher>(flags: &W) {
+    flags.missed();
+    metrics::counter!("stampede_stock_listener_resyncs_total").increment(1);
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ pub mod amqp;
 pub mod checkin;
 pub mod cluster;
 pub mod forms;
+pub mod gate;
 pub mod holds;
 pub mod locks;
 pub mod organizer;
