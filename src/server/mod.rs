@@ -77,6 +77,7 @@ impl ConnLimits {
 /// `stampede serve`: the app on `args.listen` until SIGTERM or Ctrl-C.
 pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     descriptors::raise_limit();
+    web::install_metrics();
     let request_timeout = Duration::from_secs(args.request_timeout_secs);
     let limits = Limits {
         max_in_flight: args.max_in_flight,

@@ -52,6 +52,13 @@ use crate::error::AppError;
 /// Largest request body accepted anywhere; forms and JSON are small.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
+/// Install the process's metrics recorder. Call it before anything that
+/// counts: the sale's listeners and the gate's warm-up start counting when
+/// the sale is made, before the app is; counts made before it are lost.
+pub fn install_metrics() {
+    telemetry::recorder();
+}
+
 pub fn app(state: AppState) -> Router {
     let limits = state.limits;
     telemetry::recorder();
