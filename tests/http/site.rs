@@ -118,6 +118,58 @@ async fn responses_carry_security_headers(pool: PgPool) {
     }
 }
 
+/// Pages and lists are gzipped for a client that asks, and carry the same
+/// headers as ever; a client that does not ask gets them plain.
+#[sqlx::test]
+async fn pages_are_compressed_for_clients_that_ask(pool: PgPool) {
+    use std::io::Read;
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    let app = TestApp::spawn(pool).await;
+    for path in [
+        format!("/events/{}", fixture.event_id),
+        "/api/v1/openapi.json".to_owned(),
+    ] {
+        let plain = get(&app, &path).await;
+        assert_eq!(plain.status(), StatusCode::OK, "{path}");
+        assert!(plain.headers().get("content-encoding").is_none(), "{path}");
+        let plain = plain.bytes().await.unwrap();
+
+        let resp = app
+            .client
+            .get(app.url(&path))
+            .header("accept-encoding", "gzip")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK, "{path}");
+        let headers = resp.headers().clone();
+        assert_eq!(headers["content-encoding"], "gzip", "{path}");
+        assert_eq!(headers["x-frame-options"], "DENY", "{path}");
+        assert!(headers.contains_key("x-request-id"), "{path}");
+        let gzipped = resp.bytes().await.unwrap();
+        assert!(
+            gzipped.len() < plain.len(),
+            "{path}: {} bytes",
+            gzipped.len()
+        );
+        let mut unzipped = Vec::new();
+        flate2::read::GzDecoder::new(&gzipped[..])
+            .read_to_end(&mut unzipped)
+            .unwrap();
+        let text = String::from_utf8(unzipped).unwrap();
+        let plain = String::from_utf8(plain.to_vec()).unwrap();
+        if path.ends_with(".json") {
+            assert_eq!(text, plain, "{path}");
+        } else {
+            // Each page view has fresh form tokens of the same length.
+            assert_eq!(text.len(), plain.len(), "{path}");
+            assert!(text.starts_with("<!DOCTYPE html>"), "{path}");
+            assert!(text.contains("<h1>Test concert</h1>"), "{path}");
+            assert!(text.ends_with("</html>"), "{path}");
+        }
+    }
+}
+
 /// The same headers on the refusals made before any handler runs: too
 /// large (413), too many log-ins (429) and shed (503).
 #[sqlx::test]
