@@ -93,6 +93,17 @@ pub struct ServeArgs {
     )]
     pub db_max_connections: u32,
 
+    /// Database connections kept open however quiet the site is: a sale
+    /// opens after a quiet spell, and its first wave should not wait for
+    /// connections to be made (sqlx closes idle ones after 10 minutes).
+    #[arg(
+        long,
+        env = "STAMPEDE_DB_MIN_CONNECTIONS",
+        default_value_t = 4,
+        global = true
+    )]
+    pub db_min_connections: u32,
+
     /// How long a request waits for a database connection before it is
     /// answered 503 with Retry-After.
     #[arg(
@@ -574,9 +585,16 @@ pub async fn ensure_database(options: &PgConnectOptions) -> anyhow::Result<()> {
 }
 
 pub async fn connect_pool(options: PgConnectOptions, args: &ServeArgs) -> anyhow::Result<PgPool> {
+    anyhow::ensure!(
+        args.db_min_connections <= args.db_max_connections,
+        "--db-min-connections ({}) must not be more than --db-max-connections ({})",
+        args.db_min_connections,
+        args.db_max_connections,
+    );
     ensure_database(&options).await?;
     let pool = PgPoolOptions::new()
         .max_connections(args.db_max_connections)
+        .min_connections(args.db_min_connections)
         .acquire_timeout(Duration::from_millis(args.db_acquire_timeout_ms))
         .connect_with(options)
         .await
@@ -604,5 +622,29 @@ fn exchange_name(name: &str) -> Result<String, String> {
         Ok(name.to_owned())
     } else {
         Err("1 to 127 of [A-Za-z0-9-_.:], not starting with `amq.`".to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn serve_args(flags: &[&str]) -> ServeArgs {
+        Cli::parse_from(std::iter::once("stampede").chain(flags.iter().copied())).serve
+    }
+
+    #[sqlx::test]
+    async fn the_pool_opens_its_minimum_at_once_and_refuses_one_over_the_maximum(pool: PgPool) {
+        let options = (*pool.connect_options()).clone();
+        let args = serve_args(&["--db-min-connections", "3", "--db-max-connections", "5"]);
+        let kept = connect_pool(options.clone(), &args).await.unwrap();
+        assert!(kept.size() >= 3, "{} connections open", kept.size());
+        kept.close().await;
+
+        let args = serve_args(&["--db-min-connections", "6", "--db-max-connections", "5"]);
+        let err = connect_pool(options, &args).await.unwrap_err().to_string();
+        assert!(err.contains("--db-min-connections (6)"), "{err}");
     }
 }
