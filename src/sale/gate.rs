@@ -103,7 +103,7 @@ use redis::Script;
 use sqlx::PgPool;
 use tokio::sync::Notify;
 
-use connection::{Client, Connection};
+use connection::{Client, Connection, Connections};
 use rebuild::{QUIET_RETRY, Rebuild, RebuildSlot, Rebuilt, reconcile};
 use scripts::{ADMIT, GIVE_BACK, MAY_REPLAY, REBUILD};
 use selling::Selling;
@@ -273,7 +273,7 @@ pub struct Gate {
     /// made again on demand. Cloned under a lock never held across an
     /// await: an async mutex here made every call of a burst queue behind
     /// the others' wake-ups.
-    conn: Mutex<Option<Connection>>,
+    conn: Mutex<Option<Connections>>,
     /// One connect at a time.
     connecting: tokio::sync::Mutex<()>,
     settings: GateSettings,
@@ -655,19 +655,20 @@ impl Gate {
     }
 
     async fn connection(&self) -> redis::RedisResult<Connection> {
-        if let Some(conn) = self.conn_slot().clone() {
-            return Ok(conn);
+        if let Some(conns) = &*self.conn_slot() {
+            return Ok(conns.pick());
         }
         let _one_connect = self.connecting.lock().await;
-        if let Some(conn) = self.conn_slot().clone() {
-            return Ok(conn);
+        if let Some(conns) = &*self.conn_slot() {
+            return Ok(conns.pick());
         }
         let made = self.redis.connect().await?;
-        *self.conn_slot() = Some(made.clone());
-        Ok(made)
+        let conn = made.pick();
+        *self.conn_slot() = Some(made);
+        Ok(conn)
     }
 
-    fn conn_slot(&self) -> std::sync::MutexGuard<'_, Option<Connection>> {
+    fn conn_slot(&self) -> std::sync::MutexGuard<'_, Option<Connections>> {
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

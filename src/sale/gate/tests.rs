@@ -306,5 +306,5 @@ async fn a_connection_tells_the_database_of_its_url() {
     let url = format!("{}/3", url.trim_end_matches('/'));
     let client = Client::open(&GateRedis::Server(url), &GateSettings::default()).unwrap();
     let conn = client.connect().await.unwrap();
-    assert_eq!(conn.get_db(), 3);
+    assert_eq!(conn.pick().get_db(), 3);
 }
