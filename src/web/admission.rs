@@ -4,7 +4,9 @@
 //! 2. A per-client-address cap on requests in flight (429 beyond it).
 //! 3. The body is read whole (it is small: [`MAX_BODY_BYTES`]) within the
 //!    body-read timeout, or the answer is 408; a slow body holds only its
-//!    own client's share, never a slot of the budgets below.
+//!    own client's share, never a slot of the budgets below. The bytes read
+//!    are also kept as [`ReadBody`], so that `ApiJson` takes them without
+//!    reading the body a second time.
 //! 4. Two budgets of requests in flight, one for buying (the purchase
 //!    routes) and one for everything else, so that neither can starve the
 //!    other; over budget, 503 with `Retry-After` at once.
@@ -12,7 +14,7 @@
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
-    body::Body,
+    body::{Body, Bytes},
     extract::{ConnectInfo, Request, State},
     http::Method,
     middleware::Next,
@@ -24,6 +26,12 @@ use tokio::sync::Semaphore;
 
 use super::{Limits, MAX_BODY_BYTES, error::refuse, per_client::PerClient};
 use crate::error::AppError;
+
+/// The request's body as admission read it: the same bytes as the body
+/// handed on (nothing between admission and the handlers changes a body).
+/// A clone of [`Bytes`] shares them, no copy.
+#[derive(Debug, Clone)]
+pub struct ReadBody(pub Bytes);
 
 #[derive(Debug)]
 pub struct Admission {
@@ -129,7 +137,9 @@ async fn read_body(request: Request, timeout: Duration) -> Result<Request, AppEr
             ));
         }
     };
-    Ok(Request::from_parts(parts, Body::from(bytes)))
+    let mut request = Request::from_parts(parts, Body::from(bytes.clone()));
+    request.extensions_mut().insert(ReadBody(bytes));
+    Ok(request)
 }
 
 #[cfg(test)]
