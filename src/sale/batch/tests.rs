@@ -1,6 +1,6 @@
 use sqlx::postgres::PgPoolOptions;
 
-use super::*;
+use super::{rows::Held, *};
 use crate::domain::{Email, EventId, IdempotencyKey, Quantity};
 
 /// An idle worker closes its queue, sells what slipped in before the
