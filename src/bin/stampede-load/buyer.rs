@@ -98,7 +98,17 @@ impl Script {
 
     /// Attempt `n`'s buyer: a fresh one every attempt.
     fn email(&self, n: u64) -> String {
-        format!("buyer-{n}-{}@load.example.org", self.tag)
+        let mut email = String::with_capacity(64);
+        self.push_email(&mut email, n);
+        email
+    }
+
+    fn push_email(&self, out: &mut String, n: u64) {
+        out.push_str("buyer-");
+        out.push_str(itoa::Buffer::new().format(n));
+        out.push('-');
+        out.push_str(&self.tag);
+        out.push_str("@load.example.org");
     }
 
     /// The API purchase's JSON body, written into `out` (kept by the buyer
@@ -106,20 +116,17 @@ impl Script {
     /// load generator shares the machine's cores with the server, and each
     /// instruction it spends more on a purchase than on the trivial route's
     /// `GET` shows up as a slower refusal in `bench-gate`'s ratio.
-    fn api_body(&self, out: &mut Vec<u8>, tt: &Paths, quantity: u32, n: u64, key: &str) {
-        let mut number = itoa::Buffer::new();
+    fn api_body(&self, out: &mut String, tt: &Paths, quantity: u32, n: u64, key: &str) {
         out.clear();
-        out.extend_from_slice(br#"{"ticket_type_id":""#);
-        out.extend_from_slice(tt.ticket_type.as_bytes());
-        out.extend_from_slice(br#"","quantity":"#);
-        out.extend_from_slice(number.format(quantity).as_bytes());
-        out.extend_from_slice(br#","email":"buyer-"#);
-        out.extend_from_slice(number.format(n).as_bytes());
-        out.push(b'-');
-        out.extend_from_slice(self.tag.as_bytes());
-        out.extend_from_slice(br#"@load.example.org","idempotency_key":""#);
-        out.extend_from_slice(key.as_bytes());
-        out.extend_from_slice(br#""}"#);
+        out.push_str(r#"{"ticket_type_id":""#);
+        out.push_str(&tt.ticket_type);
+        out.push_str(r#"","quantity":"#);
+        out.push_str(itoa::Buffer::new().format(quantity));
+        out.push_str(r#","email":""#);
+        self.push_email(out, n);
+        out.push_str(r#"","idempotency_key":""#);
+        out.push_str(key);
+        out.push_str(r#""}"#);
     }
 }
 
@@ -127,7 +134,7 @@ pub struct Buyer {
     pub conn: Conn,
     script: Arc<Script>,
     /// The API purchase's body, reused.
-    body: Vec<u8>,
+    body: String,
 }
 
 impl Buyer {
@@ -135,7 +142,7 @@ impl Buyer {
         Self {
             conn,
             script,
-            body: Vec::with_capacity(256),
+            body: String::with_capacity(256),
         }
     }
 
@@ -167,7 +174,7 @@ impl Buyer {
             method: "POST",
             path: "/api/v1/orders",
             headers: &[("content-type", "application/json")],
-            body: &body,
+            body: body.as_bytes(),
         };
         let result = self.conn.send(&request, script.plan.timeout).await;
         self.body = body;
@@ -504,9 +511,9 @@ mod tests {
             form: String::new(),
         };
         let key = Key::fresh();
-        let mut body = b"left from the last attempt".to_vec();
+        let mut body = String::from("left from the last attempt");
         script.api_body(&mut body, &tt, 3, 12_345, key.as_str());
-        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(
             json,
             serde_json::json!({
@@ -516,6 +523,8 @@ mod tests {
                 "idempotency_key": key.as_str(),
             })
         );
+        // The form's buyer is the same one.
+        assert_eq!(json["email"], script.email(12_345));
     }
 
     #[test]
