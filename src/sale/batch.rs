@@ -10,6 +10,10 @@
 //!    this or another instance, and cancellations wait here;
 //! 2. read the event in a statement of its own, so that it sees a change
 //!    (unpublished, window closed) committed while we waited for the lock;
+//!    the purchases queued meanwhile join the batch here (up to
+//!    `max_batch`): under a burst the first purchase's batch waits for the
+//!    row while the rest of the wave arrives, and they no longer wait for
+//!    its commit to start a batch of their own;
 //! 3. read the orders of the batch's idempotency keys and the holdings of
 //!    its buyers, and decide each request in arrival order (first come
 //!    first served; a request that does not fit is refused alone);
@@ -184,22 +188,37 @@ impl Batcher {
         queue
     }
 
-    async fn work(self: Arc<Self>, ticket_type_id: TicketTypeId, mut jobs: mpsc::Receiver<Job>) {
-        let mut batch = Vec::with_capacity(self.settings.max_batch);
+    async fn work(self: Arc<Self>, ticket_type_id: TicketTypeId, jobs: mpsc::Receiver<Job>) {
+        let max = self.settings.max_batch;
+        let mut batch = Vec::with_capacity(max);
+        let mut intake = Intake {
+            jobs,
+            carried: Vec::new(),
+            max,
+        };
         loop {
-            let received = tokio::time::timeout(
-                self.settings.idle_worker,
-                jobs.recv_many(&mut batch, self.settings.max_batch),
+            // Replays that came while the last batch ran first.
+            batch.append(&mut intake.carried);
+            if batch.is_empty() {
+                let received = tokio::time::timeout(
+                    self.settings.idle_worker,
+                    intake.jobs.recv_many(&mut batch, max),
+                )
+                .await;
+                if matches!(received, Ok(0) | Err(_)) {
+                    break;
+                }
+            }
+            metrics::gauge!("stampede_batch_queue_depth", "ticket_type" => ticket_type_id.to_string())
+                .set(intake.jobs.len() as f64);
+            self.sell_taking(
+                ticket_type_id,
+                std::mem::take(&mut batch),
+                Some(&mut intake),
             )
             .await;
-            if matches!(received, Ok(0) | Err(_)) {
-                break;
-            }
-            metrics::histogram!("stampede_batch_size").record(batch.len() as f64);
-            metrics::gauge!("stampede_batch_queue_depth", "ticket_type" => ticket_type_id.to_string())
-                .set(jobs.len() as f64);
-            self.sell(ticket_type_id, std::mem::take(&mut batch)).await;
         }
+        let mut jobs = intake.jobs;
         metrics::gauge!("stampede_batch_queue_depth", "ticket_type" => ticket_type_id.to_string())
             .set(0.0);
         // Idle: close the queue (senders start a new worker), and sell what
@@ -219,12 +238,24 @@ impl Batcher {
     }
 
     async fn sell(&self, ticket_type_id: TicketTypeId, jobs: Vec<Job>) {
+        self.sell_taking(ticket_type_id, jobs, None).await;
+    }
+
+    /// Sell `jobs` in one transaction, and with them what `intake` has by
+    /// the time the row is locked.
+    async fn sell_taking(
+        &self,
+        ticket_type_id: TicketTypeId,
+        jobs: Vec<Job>,
+        intake: Option<&mut Intake>,
+    ) {
         let (replays, jobs): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| j.replay_only);
         if !replays.is_empty() {
             self.replay_or_refuse(replays).await;
         }
         let now = Instant::now();
-        let (late, jobs): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| j.deadline <= now);
+        let (late, mut jobs): (Vec<Job>, Vec<Job>) =
+            jobs.into_iter().partition(|j| j.deadline <= now);
         for job in late {
             let _ = job.reply.send(Err(AppError::Overloaded));
         }
@@ -242,8 +273,9 @@ impl Batcher {
                 &self.db,
                 &self.confirm_key,
                 ticket_type_id,
-                &jobs,
+                &mut jobs,
                 deadline,
+                intake,
             )
             .await
             {
@@ -324,6 +356,37 @@ impl Batcher {
     }
 }
 
+/// Where a worker's jobs come from: its queue, and what a batch left for
+/// the next.
+struct Intake {
+    jobs: mpsc::Receiver<Job>,
+    /// Replay-only jobs that came while a batch ran: for the next one.
+    carried: Vec<Job>,
+    /// Jobs in one batch at most.
+    max: usize,
+}
+
+impl Intake {
+    /// What has come by now joins `jobs` (up to `max`), without waiting:
+    /// replay-only jobs wait for the next batch, late ones are refused.
+    fn join(&mut self, jobs: &mut Vec<Job>) {
+        let room = self.max.saturating_sub(jobs.len());
+        let now = Instant::now();
+        for _ in 0..room {
+            let Ok(job) = self.jobs.try_recv() else {
+                break;
+            };
+            if job.replay_only {
+                self.carried.push(job);
+            } else if job.deadline <= now {
+                let _ = job.reply.send(Err(AppError::Overloaded));
+            } else {
+                jobs.push(job);
+            }
+        }
+    }
+}
+
 /// What a batch did: an answer per job, and what is left. `None`: the job
 /// is answered after the commit on its own ([`single`]), which replays the
 /// order of its twin (the same buyer and key earlier in the batch, or
@@ -352,8 +415,9 @@ async fn sell_batch(
     db: &PgPool,
     confirm_key: &ConfirmKey,
     ticket_type_id: TicketTypeId,
-    jobs: &[Job],
+    jobs: &mut Vec<Job>,
     deadline: Instant,
+    intake: Option<&mut Intake>,
 ) -> Result<Sold, AppError> {
     let waited = Instant::now();
     super::postgres_round("batch");
@@ -379,6 +443,14 @@ async fn sell_batch(
     let event = sqlx::query_file!("sql/sale/batch_event.sql", locked.event_id,)
         .fetch_one(&mut *tx)
         .await?;
+    // What came while the row was locked joins this batch: under a burst
+    // the lock takes a while, and the next batch would wait for this one.
+    if let Some(intake) = intake {
+        intake.join(jobs);
+    }
+    let jobs: &[Job] = jobs;
+    tracing::Span::current().record("size", jobs.len());
+    metrics::histogram!("stampede_batch_size").record(jobs.len() as f64);
     let window = SaleWindow {
         status: event.status,
         opens_at: event.sale_opens_at,

@@ -469,3 +469,99 @@ fn a_purchase_is_the_same_one_by_its_buyer_and_key() {
         )
     );
 }
+
+/// Purchases that come while a batch waits for the ticket type's row join
+/// that batch: released, one transaction sells them all (without this, the
+/// first purchase was sold alone and the others waited for its commit).
+#[sqlx::test(
+    migrations = "./migrations",
+    fixtures(path = "../../../tests/isolation", scripts("fixtures"))
+)]
+async fn purchases_that_come_while_the_row_is_locked_join_the_batch(db: PgPool) {
+    let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
+    let batcher = Arc::new(Batcher::new(
+        db.clone(),
+        EngineSettings::default(),
+        sold_out,
+        ConfirmKey::random(),
+    ));
+    // Another transaction holds the row (as a cancellation would).
+    let mut holder = db.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM ticket_types WHERE id = $1 FOR UPDATE")
+        .bind(ROOMY)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let buyer = |n: usize| PurchaseRequest {
+        event_id: None,
+        ticket_type_id: TicketTypeId::from(ROOMY),
+        quantity: Quantity::new(1).unwrap(),
+        email: Email::parse(&format!("late{n}@example.org")).unwrap(),
+        idempotency_key: IdempotencyKey::generate(),
+        pass: None,
+        queue_entry: None,
+        presale_code: None,
+    };
+    let purchase = |n: usize| {
+        let batcher = Arc::clone(&batcher);
+        tokio::spawn(async move { batcher.purchase(OffsetDateTime::now_utc(), &buyer(n)).await })
+    };
+    // The first starts a batch, which waits for the row.
+    let first = purchase(0);
+    let waiting = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (locked,): (i64,) = sqlx::query_as(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE wait_event_type = 'Lock' AND datname = current_database()",
+        )
+        .fetch_one(&db)
+        .await
+        .unwrap();
+        if locked > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < waiting,
+            "the batch never waited for the row"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let others: Vec<_> = (1..4).map(purchase).collect();
+    // A replay-only job (its type taken for sold out) among them waits for
+    // the next batch, and is answered there.
+    let replay = {
+        let batcher = Arc::clone(&batcher);
+        tokio::spawn(async move {
+            batcher
+                .replay_or_sold_out(OffsetDateTime::now_utc(), &buyer(9))
+                .await
+        })
+    };
+    // Queued behind the waiting batch before the row is released.
+    let queued = Instant::now() + Duration::from_secs(10);
+    let queue = batcher.queue(TicketTypeId::from(ROOMY));
+    while queue.max_capacity() - queue.capacity() < 4 {
+        assert!(Instant::now() < queued, "the others were not queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    holder.rollback().await.unwrap();
+
+    for sale in std::iter::once(first).chain(others) {
+        let answer = sale.await.unwrap();
+        assert!(matches!(answer, Ok(Purchase::Created { .. })), "{answer:?}");
+    }
+    let replayed = tokio::time::timeout(Duration::from_secs(10), replay)
+        .await
+        .expect("the replay-only job is answered")
+        .unwrap();
+    assert!(matches!(replayed, Err(AppError::SoldOut)), "{replayed:?}");
+    let (orders, transactions): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT xmin::text) FROM orders WHERE ticket_type_id = $1",
+    )
+    .bind(ROOMY)
+    .fetch_one(&db)
+    .await
+    .unwrap();
+    assert_eq!(orders, 4);
+    assert_eq!(transactions, 1, "sold in one transaction");
+}
