@@ -288,6 +288,18 @@ async fn two_buyers_with_one_key_are_sold_in_one_batch(db: PgPool) {
     assert_eq!(transactions, 1, "the batch failed and sold them one by one");
 }
 
+/// Another transaction holding `roomy`'s row (as a cancellation would),
+/// until rolled back.
+async fn hold_roomy_row(db: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut holder = db.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM ticket_types WHERE id = $1 FOR UPDATE")
+        .bind(ROOMY)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    holder
+}
+
 /// A batch that waited on the row lock past its earliest deadline tells
 /// every buyer in it to come back, writes nothing, and does not queue
 /// them again one by one behind the same lock.
@@ -296,12 +308,7 @@ async fn two_buyers_with_one_key_are_sold_in_one_batch(db: PgPool) {
     fixtures(path = "../../../tests/isolation", scripts("fixtures"))
 )]
 async fn a_batch_past_its_deadline_refuses_all_its_requests(db: PgPool) {
-    let mut holder = db.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM ticket_types WHERE id = $1 FOR UPDATE")
-        .bind(ROOMY)
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    let holder = hold_roomy_row(&db).await;
     let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
     let batcher = Batcher::new(
         db.clone(),
@@ -485,13 +492,7 @@ async fn purchases_that_come_while_the_row_is_locked_join_the_batch(db: PgPool) 
         sold_out,
         ConfirmKey::random(),
     ));
-    // Another transaction holds the row (as a cancellation would).
-    let mut holder = db.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM ticket_types WHERE id = $1 FOR UPDATE")
-        .bind(ROOMY)
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    let holder = hold_roomy_row(&db).await;
     let buyer = |n: usize| PurchaseRequest {
         event_id: None,
         ticket_type_id: TicketTypeId::from(ROOMY),
