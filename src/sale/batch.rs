@@ -23,6 +23,9 @@
 //!    batch back and each request runs alone ([`super::single`]);
 //! 5. commit (durably: `synchronous_commit` stays on) and answer each.
 //!
+//! Behind the Redis gate, the first purchase of a wave has the worker open
+//! its batch ahead, steps 1 and 2 while Redis answers ([`ahead`]).
+//!
 //! The queue is bounded: when it is full, a purchase gets 503 at once and
 //! nothing is written.
 
@@ -37,8 +40,11 @@ use time::OffsetDateTime;
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
+pub use self::ahead::OnTheWay;
 use self::{
+    ahead::Ahead,
     decide::{Decision, Rules, decide, order_key},
+    intake::Intake,
     rows::{Locked, Written, codes, existing_orders, holdings, write},
 };
 use super::{
@@ -105,6 +111,9 @@ pub(super) struct Batcher {
     sold_out: Arc<SoldOut>,
     confirm_key: ConfirmKey,
     queues: Mutex<HashMap<TicketTypeId, mpsc::Sender<Job>>>,
+    /// Per ticket type, the purchases on their way through the gate
+    /// ([`ahead`]); kept when an idle worker stops.
+    aheads: Mutex<HashMap<TicketTypeId, Arc<Ahead>>>,
 }
 
 impl Batcher {
@@ -120,6 +129,7 @@ impl Batcher {
             sold_out,
             confirm_key,
             queues: Mutex::new(HashMap::new()),
+            aheads: Mutex::new(HashMap::new()),
         }
     }
 
@@ -133,7 +143,36 @@ impl Batcher {
         now: OffsetDateTime,
         request: &PurchaseRequest,
     ) -> Result<Purchase, AppError> {
-        self.submit(now, request, false).await
+        self.submit(now, request, false, None).await
+    }
+
+    /// A purchase of the type is on its way (asking the Redis gate), until
+    /// the returned token is dropped or queued with it
+    /// ([`Self::purchase_on_its_way`]): the first of a wave has the worker
+    /// open a batch ahead, which waits up to `wait` for those on their way
+    /// ([`ahead`]).
+    pub fn on_its_way(self: &Arc<Self>, ticket_type_id: TicketTypeId, wait: Duration) -> OnTheWay {
+        let ahead = Arc::clone(
+            self.aheads
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(ticket_type_id)
+                .or_insert_with(|| Arc::new(Ahead::new(wait))),
+        );
+        // A worker to open it.
+        self.queue(ticket_type_id);
+        ahead.arriving()
+    }
+
+    /// [`Self::purchase`] of a purchase that was on its way: no longer once
+    /// queued.
+    pub async fn purchase_on_its_way(
+        self: &Arc<Self>,
+        now: OffsetDateTime,
+        request: &PurchaseRequest,
+        on_its_way: OnTheWay,
+    ) -> Result<Purchase, AppError> {
+        self.submit(now, request, false, Some(on_its_way)).await
     }
 
     /// For a ticket type known sold out: the buyer's earlier order for this
@@ -144,7 +183,7 @@ impl Batcher {
         now: OffsetDateTime,
         request: &PurchaseRequest,
     ) -> Result<Purchase, AppError> {
-        self.submit(now, request, true).await
+        self.submit(now, request, true, None).await
     }
 
     async fn submit(
@@ -152,6 +191,7 @@ impl Batcher {
         now: OffsetDateTime,
         request: &PurchaseRequest,
         replay_only: bool,
+        on_its_way: Option<OnTheWay>,
     ) -> Result<Purchase, AppError> {
         let (reply, answer) = oneshot::channel();
         let mut job = Job {
@@ -171,6 +211,8 @@ impl Batcher {
                 Err(mpsc::error::TrySendError::Closed(returned)) => job = returned,
             }
         }
+        // Queued (or refused): a batch opened ahead no longer waits for it.
+        drop(on_its_way);
         answer
             .await
             .unwrap_or_else(|_| Err(AppError::internal(anyhow::anyhow!("batch worker stopped"))))
@@ -195,18 +237,43 @@ impl Batcher {
             jobs,
             carried: Vec::new(),
             max,
+            ahead: None,
         };
+        let mut ahead: Option<Arc<Ahead>> = None;
         loop {
             // Replays that came while the last batch ran first.
             batch.append(&mut intake.carried);
             if batch.is_empty() {
-                let received = tokio::time::timeout(
-                    self.settings.idle_worker,
-                    intake.jobs.recv_many(&mut batch, max),
-                )
+                if ahead.is_none() {
+                    // Made by the first purchase on its way through the gate.
+                    ahead = self
+                        .aheads
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .get(&ticket_type_id)
+                        .cloned();
+                }
+                let received = tokio::time::timeout(self.settings.idle_worker, async {
+                    tokio::select! {
+                        received = intake.jobs.recv_many(&mut batch, max) => received > 0,
+                        () = asked_ahead(ahead.as_deref()) => true,
+                    }
+                })
                 .await;
-                if matches!(received, Ok(0) | Err(_)) {
+                if !matches!(received, Ok(true)) {
                     break;
+                }
+                if batch.is_empty() {
+                    // Asked ahead; not if those on their way came (or were
+                    // refused) meanwhile.
+                    let Some(ahead) = ahead.as_ref() else {
+                        continue;
+                    };
+                    let wave = ahead.wave();
+                    if wave.on_the_way == 0 {
+                        continue;
+                    }
+                    intake.ahead = Some((Arc::clone(ahead), wave.sold_out_answers));
                 }
             }
             metrics::gauge!("stampede_batch_queue_depth", "ticket_type" => ticket_type_id.to_string())
@@ -217,6 +284,7 @@ impl Batcher {
                 Some(&mut intake),
             )
             .await;
+            intake.ahead = None;
         }
         let mut jobs = intake.jobs;
         metrics::gauge!("stampede_batch_queue_depth", "ticket_type" => ticket_type_id.to_string())
@@ -259,7 +327,15 @@ impl Batcher {
         for job in late {
             let _ = job.reply.send(Err(AppError::Overloaded));
         }
-        let Some(deadline) = jobs.iter().map(|j| j.deadline).min() else {
+        // A batch opened ahead has none yet: those that join have later
+        // deadlines than this.
+        let opened_ahead = intake.as_ref().is_some_and(|i| i.ahead.is_some());
+        let Some(deadline) = jobs
+            .iter()
+            .map(|j| j.deadline)
+            .min()
+            .or_else(|| opened_ahead.then(|| now + self.settings.deadline))
+        else {
             return;
         };
         let span = tracing::info_span!(
@@ -356,37 +432,6 @@ impl Batcher {
     }
 }
 
-/// Where a worker's jobs come from: its queue, and what a batch left for
-/// the next.
-struct Intake {
-    jobs: mpsc::Receiver<Job>,
-    /// Replay-only jobs that came while a batch ran: for the next one.
-    carried: Vec<Job>,
-    /// Jobs in one batch at most.
-    max: usize,
-}
-
-impl Intake {
-    /// What has come by now joins `jobs` (up to `max`), without waiting:
-    /// replay-only jobs wait for the next batch, late ones are refused.
-    fn join(&mut self, jobs: &mut Vec<Job>) {
-        let room = self.max.saturating_sub(jobs.len());
-        let now = Instant::now();
-        for _ in 0..room {
-            let Ok(job) = self.jobs.try_recv() else {
-                break;
-            };
-            if job.replay_only {
-                self.carried.push(job);
-            } else if job.deadline <= now {
-                let _ = job.reply.send(Err(AppError::Overloaded));
-            } else {
-                jobs.push(job);
-            }
-        }
-    }
-}
-
 /// What a batch did: an answer per job, and what is left. `None`: the job
 /// is answered after the commit on its own ([`single`]), which replays the
 /// order of its twin (the same buyer and key earlier in the batch, or
@@ -446,7 +491,12 @@ async fn sell_batch(
     // What came while the row was locked joins this batch: under a burst
     // the lock takes a while, and the next batch would wait for this one.
     if let Some(intake) = intake {
-        intake.join(jobs);
+        intake.join(jobs, locked.remaining).await;
+    }
+    if jobs.is_empty() {
+        // Opened ahead, and none came.
+        tx.rollback().await?;
+        return Ok(Sold::all(jobs, || Err(AppError::NotFound)));
     }
     let jobs: &[Job] = jobs;
     tracing::Span::current().record("size", jobs.len());
@@ -558,7 +608,18 @@ impl Sold {
     }
 }
 
+/// Until the first purchase of a wave on its way asks for a batch opened
+/// ahead; never without the gate.
+async fn asked_ahead(ahead: Option<&Ahead>) {
+    match ahead {
+        Some(ahead) => ahead.asked().await,
+        None => std::future::pending().await,
+    }
+}
+
+mod ahead;
 mod decide;
+mod intake;
 mod rows;
 #[cfg(test)]
 mod tests;

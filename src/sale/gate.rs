@@ -405,6 +405,11 @@ impl Gate {
         )
     }
 
+    /// Each purchase's call waits this long at most.
+    pub(super) fn call_timeout(&self) -> Duration {
+        self.settings.timeout
+    }
+
     /// Check and count one purchase in Redis.
     pub(super) async fn admit(&self, request: &PurchaseRequest) -> Admission {
         let id = request.ticket_type_id;

@@ -355,9 +355,27 @@ impl Sales {
         request: &PurchaseRequest,
     ) -> Result<Purchase, AppError> {
         let Some(gate) = &self.gate else {
-            return self.sell(now, request).await;
+            return self.sell(now, request, None).await;
         };
+        // The engine may begin the transaction that sells it while Redis
+        // answers ([`batch::OnTheWay`]).
+        let on_its_way = (self.strategy == Strategy::Batch).then(|| {
+            self.batcher
+                .on_its_way(request.ticket_type_id, gate.call_timeout())
+        });
         let mut admission = gate.admit(request).await;
+        // A refusal is not on its way (and the sale it waits for below must
+        // not wait for it); "sold out" tells a batch opened ahead that no
+        // more of the wave are coming.
+        let on_its_way = match (&admission, on_its_way) {
+            (Admission::Refused { refusal, .. }, Some(on_its_way)) => {
+                if matches!(refusal, AppError::SoldOut) {
+                    on_its_way.sold_out();
+                }
+                None
+            }
+            (_, on_its_way) => on_its_way,
+        };
         // A sold-out answer while this instance's admitted purchases are
         // still being decided waits for them; if one was given back, the
         // purchase asks again (once).
@@ -370,7 +388,7 @@ impl Sales {
             admission = gate.admit(request).await;
         }
         match admission {
-            Admission::Bypass | Admission::Replay => self.sell(now, request).await,
+            Admission::Bypass | Admission::Replay => self.sell(now, request, on_its_way).await,
             // Refused from Redis; a buyer who holds tickets may be retrying
             // a committed purchase, which replays.
             Admission::Refused { refusal, holds } => {
@@ -396,7 +414,7 @@ impl Sales {
                 let request = request.clone();
                 let sold = tokio::spawn(
                     async move {
-                        let result = sales.sell(now, &request).await;
+                        let result = sales.sell(now, &request, on_its_way).await;
                         if matches!(result, Ok(Purchase::Created { .. })) {
                             drop(in_flight);
                             // Off the buyer's answer: no longer in flight.
@@ -474,14 +492,23 @@ impl Sales {
         }))
     }
 
-    /// The strategy's sale, Postgres having the last word.
+    /// The strategy's sale, Postgres having the last word; `on_its_way`:
+    /// the engine's token for a purchase through the gate.
     async fn sell(
         &self,
         now: OffsetDateTime,
         request: &PurchaseRequest,
+        on_its_way: Option<batch::OnTheWay>,
     ) -> Result<Purchase, AppError> {
         let result = match self.strategy {
-            Strategy::Batch => self.batcher.purchase(now, request).await,
+            Strategy::Batch => match on_its_way {
+                Some(on_its_way) => {
+                    self.batcher
+                        .purchase_on_its_way(now, request, on_its_way)
+                        .await
+                }
+                None => self.batcher.purchase(now, request).await,
+            },
             Strategy::Naive => {
                 single::purchase(&self.db, &self.confirm_key, now, request, Locking::AtTheEnd).await
             }
