@@ -485,13 +485,7 @@ fn a_purchase_is_the_same_one_by_its_buyer_and_key() {
     fixtures(path = "../../../tests/isolation", scripts("fixtures"))
 )]
 async fn purchases_that_come_while_the_row_is_locked_join_the_batch(db: PgPool) {
-    let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
-    let batcher = Arc::new(Batcher::new(
-        db.clone(),
-        EngineSettings::default(),
-        sold_out,
-        ConfirmKey::random(),
-    ));
+    let batcher = default_batcher(&db);
     let holder = hold_roomy_row(&db).await;
     let buyer = roomy_buyer;
     let purchase = |n: usize| {
@@ -547,15 +541,31 @@ async fn purchases_that_come_while_the_row_is_locked_join_the_batch(db: PgPool) 
         .expect("the replay-only job is answered")
         .unwrap();
     assert!(matches!(replayed, Err(AppError::SoldOut)), "{replayed:?}");
-    let (orders, transactions): (i64, i64) = sqlx::query_as(
+    let (orders, transactions) = roomy_orders_and_transactions(&db).await;
+    assert_eq!(orders, 4);
+    assert_eq!(transactions, 1, "sold in one transaction");
+}
+
+/// `roomy`'s orders, and the transactions that wrote them.
+async fn roomy_orders_and_transactions(db: &PgPool) -> (i64, i64) {
+    sqlx::query_as(
         "SELECT count(*), count(DISTINCT xmin::text) FROM orders WHERE ticket_type_id = $1",
     )
     .bind(ROOMY)
-    .fetch_one(&db)
+    .fetch_one(db)
     .await
-    .unwrap();
-    assert_eq!(orders, 4);
-    assert_eq!(transactions, 1, "sold in one transaction");
+    .unwrap()
+}
+
+/// An engine with the default settings on `db`.
+fn default_batcher(db: &PgPool) -> Arc<Batcher> {
+    let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
+    Arc::new(Batcher::new(
+        db.clone(),
+        EngineSettings::default(),
+        sold_out,
+        ConfirmKey::random(),
+    ))
 }
 
 /// Buyer `n` of one `roomy` ticket, with a fresh key.
@@ -602,13 +612,7 @@ async fn until_a_batch_waits_ahead(db: &PgPool) {
     fixtures(path = "../../../tests/isolation", scripts("fixtures"))
 )]
 async fn a_batch_opened_ahead_sells_the_purchases_on_their_way_together(db: PgPool) {
-    let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
-    let batcher = Arc::new(Batcher::new(
-        db.clone(),
-        EngineSettings::default(),
-        sold_out,
-        ConfirmKey::random(),
-    ));
+    let batcher = default_batcher(&db);
     let roomy = TicketTypeId::from(ROOMY);
     let wait = Duration::from_secs(30);
     let coming: Vec<OnTheWay> = (0..3).map(|_| batcher.on_its_way(roomy, wait)).collect();
@@ -638,13 +642,7 @@ async fn a_batch_opened_ahead_sells_the_purchases_on_their_way_together(db: PgPo
             .unwrap();
         assert!(matches!(answer, Ok(Purchase::Created { .. })), "{answer:?}");
     }
-    let (orders, transactions): (i64, i64) = sqlx::query_as(
-        "SELECT count(*), count(DISTINCT xmin::text) FROM orders WHERE ticket_type_id = $1",
-    )
-    .bind(ROOMY)
-    .fetch_one(&db)
-    .await
-    .unwrap();
+    let (orders, transactions) = roomy_orders_and_transactions(&db).await;
     assert_eq!(orders, 3);
     assert_eq!(transactions, 1, "sold in one transaction");
 }
@@ -656,13 +654,7 @@ async fn a_batch_opened_ahead_sells_the_purchases_on_their_way_together(db: PgPo
     fixtures(path = "../../../tests/isolation", scripts("fixtures"))
 )]
 async fn a_batch_opened_ahead_that_gets_none_lets_the_row_go(db: PgPool) {
-    let sold_out = Arc::new(SoldOut::new(Duration::from_secs(1), None));
-    let batcher = Arc::new(Batcher::new(
-        db.clone(),
-        EngineSettings::default(),
-        sold_out,
-        ConfirmKey::random(),
-    ));
+    let batcher = default_batcher(&db);
     let roomy = TicketTypeId::from(ROOMY);
     let refused = batcher.on_its_way(roomy, Duration::from_secs(30));
     until_a_batch_waits_ahead(&db).await;
