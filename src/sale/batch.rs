@@ -42,7 +42,7 @@ use tracing::Instrument;
 
 pub use self::ahead::OnTheWay;
 use self::{
-    ahead::Ahead,
+    ahead::{Ahead, asked_ahead},
     decide::{Decision, Rules, decide, order_key},
     intake::Intake,
     rows::{Locked, Written, codes, existing_orders, holdings, write},
@@ -144,35 +144,6 @@ impl Batcher {
         request: &PurchaseRequest,
     ) -> Result<Purchase, AppError> {
         self.submit(now, request, false, None).await
-    }
-
-    /// A purchase of the type is on its way (asking the Redis gate), until
-    /// the returned token is dropped or queued with it
-    /// ([`Self::purchase_on_its_way`]): the first of a wave has the worker
-    /// open a batch ahead, which waits up to `wait` for those on their way
-    /// ([`ahead`]).
-    pub fn on_its_way(self: &Arc<Self>, ticket_type_id: TicketTypeId, wait: Duration) -> OnTheWay {
-        let ahead = Arc::clone(
-            self.aheads
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .entry(ticket_type_id)
-                .or_insert_with(|| Arc::new(Ahead::new(wait))),
-        );
-        // A worker to open it.
-        self.queue(ticket_type_id);
-        ahead.arriving()
-    }
-
-    /// [`Self::purchase`] of a purchase that was on its way: no longer once
-    /// queued.
-    pub async fn purchase_on_its_way(
-        self: &Arc<Self>,
-        now: OffsetDateTime,
-        request: &PurchaseRequest,
-        on_its_way: OnTheWay,
-    ) -> Result<Purchase, AppError> {
-        self.submit(now, request, false, Some(on_its_way)).await
     }
 
     /// For a ticket type known sold out: the buyer's earlier order for this
@@ -605,15 +576,6 @@ impl Sold {
             sold: 0,
             remaining: None,
         }
-    }
-}
-
-/// Until the first purchase of a wave on its way asks for a batch opened
-/// ahead; never without the gate.
-async fn asked_ahead(ahead: Option<&Ahead>) {
-    match ahead {
-        Some(ahead) => ahead.asked().await,
-        None => std::future::pending().await,
     }
 }
 
