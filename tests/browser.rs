@@ -16,6 +16,7 @@
 // A test that cannot go on panics: unwrap and expect say where.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::{

@@ -1,0 +1,727 @@
+//! Issue 13: waiting lists, against real Postgres (and a real SMTP server on
+//! loopback, `common::smtp`). Stock that comes back (an expired hold, a
+//! cancel, a raised capacity) goes to the first in line as a held order, in
+//! the transaction that frees it; every outcome is read from the tables.
+
+// A test that cannot go on panics: unwrap and expect say where.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::{
+    TestApp, TicketSpec, assert_invariants,
+    holds::{burst, engine, hold_for, messages, sweep},
+    now, pool, published_event,
+    purchase::purchase_request,
+    remaining, set_capacity,
+    smtp::Sink,
+};
+use futures::future::join_all;
+use sqlx::{
+    PgPool,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
+use stampede::{
+    clock::ManualClock,
+    db::{self, waitlist::Joined},
+    domain::{CancelSecret, ConfirmKey, Email, OrderId, Quantity, WaitlistEntryId},
+    error::AppError,
+    mail::{self, MailSettings},
+    sale::{self, Confirmed},
+    web::AppState,
+};
+use time::{Duration as Span, OffsetDateTime};
+use uuid::Uuid;
+
+async fn try_join(
+    pool: &PgPool,
+    key: &ConfirmKey,
+    fixture: &common::Fixture,
+    email: &str,
+    quantity: i64,
+    at: OffsetDateTime,
+) -> Result<Joined, AppError> {
+    db::waitlist::join(
+        pool,
+        key,
+        at,
+        fixture.event_id.into(),
+        fixture.ticket_type_id().into(),
+        &Email::parse(email).unwrap(),
+        Quantity::new(quantity).unwrap(),
+    )
+    .await
+}
+
+/// Join and confirm the address, as the mail's link does: a place in line.
+async fn join_line(
+    pool: &PgPool,
+    key: &ConfirmKey,
+    fixture: &common::Fixture,
+    email: &str,
+    at: OffsetDateTime,
+) -> WaitlistEntryId {
+    let Joined::New(entry) = try_join(pool, key, fixture, email, 1, at).await.unwrap() else {
+        panic!("{email} had a place already");
+    };
+    db::waitlist::confirm(pool, at, entry, &key.waitlist_token(entry))
+        .await
+        .unwrap();
+    entry
+}
+
+/// The places offered something, in line order, with their orders.
+async fn offered(pool: &PgPool, ticket_type_id: Uuid) -> Vec<(Uuid, Uuid)> {
+    sqlx::query_as(
+        "SELECT id, order_id FROM waitlist_entries
+         WHERE ticket_type_id = $1 AND status = 'offered' ORDER BY position",
+    )
+    .bind(ticket_type_id)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+async fn entry_status(pool: &PgPool, entry: WaitlistEntryId) -> String {
+    sqlx::query_scalar("SELECT status FROM waitlist_entries WHERE id = $1")
+        .bind(entry.get())
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Two instances' sweepers, twice over, at once; how many expired in all.
+async fn two_sweepers(pool: &PgPool, other: &PgPool, at: OffsetDateTime) -> u64 {
+    join_all([
+        sweep(pool, at),
+        sweep(other, at),
+        sweep(pool, at),
+        sweep(other, at),
+    ])
+    .await
+    .into_iter()
+    .sum()
+}
+
+#[sqlx::test]
+async fn two_hundred_buyers_ten_held_tickets_and_the_line_gets_what_comes_back_in_order(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let pool = pool(connect.clone(), 20).await;
+    let other_instance = common::pool(connect, 5).await;
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 1, 1)]).await;
+    let tt = fixture.ticket_type_id();
+    hold_for(&pool, fixture.event_id, 600).await;
+    let key = ConfirmKey::random();
+    let sales = engine(&pool, &key);
+    let t0 = now();
+
+    // While tickets are on sale, there is no list to join.
+    let early = try_join(&pool, &key, &fixture, "early@example.org", 1, t0).await;
+    assert!(matches!(early, Err(AppError::NotSoldOut)), "{early:?}");
+
+    let (held, refused) = burst(&sales, tt, t0, "buyer", 200).await;
+    assert_eq!((held.len(), refused), (10, 190));
+    assert_eq!(remaining(&pool, tt).await, 0);
+
+    // Twenty people join at once, and confirm their addresses one after
+    // another: the line is in that order. One never confirms, one leaves.
+    let emails: Vec<String> = (0..20).map(|i| format!("late{i}@example.org")).collect();
+    let joins = join_all(
+        emails
+            .iter()
+            .map(|email| try_join(&pool, &key, &fixture, email, 1, t0)),
+    )
+    .await;
+    let entries: Vec<WaitlistEntryId> = joins
+        .into_iter()
+        .map(|joined| match joined.unwrap() {
+            Joined::New(entry) => entry,
+            Joined::Already => panic!("a fresh address had a place"),
+        })
+        .collect();
+    let (unconfirmed, leaving) = (entries[3], entries[5]);
+    for &entry in &entries {
+        if entry != unconfirmed {
+            db::waitlist::confirm(&pool, t0, entry, &key.waitlist_token(entry))
+                .await
+                .unwrap();
+        }
+    }
+    db::waitlist::leave(&pool, leaving, &key.waitlist_token(leaving))
+        .await
+        .unwrap();
+    let line: Vec<Uuid> = entries
+        .iter()
+        .filter(|&&e| e != unconfirmed && e != leaving)
+        .map(|e| e.get())
+        .collect();
+    assert_eq!(line.len(), 18);
+    // A second join by one address in line writes nothing.
+    let again = try_join(&pool, &key, &fixture, "LATE0@example.org", 1, t0).await;
+    assert!(matches!(again, Ok(Joined::Already)), "{again:?}");
+
+    // Half of the holds are confirmed; the others expire, swept by two
+    // instances at once.
+    let (confirming, lapsing) = held.split_at(5);
+    for order in confirming {
+        sale::confirm(&pool, t0 + Span::minutes(1), order.id, &key.token(order.id))
+            .await
+            .unwrap();
+    }
+    let after = t0 + Span::seconds(601);
+    assert_eq!(two_sweepers(&pool, &other_instance, after).await, 5);
+    // The five came back and went straight to the first five in line, in
+    // the sweep's transaction: never on sale, so a buyer right after the
+    // sweep finds none.
+    assert_eq!(remaining(&pool, tt).await, 0);
+    let first = offered(&pool, tt).await;
+    assert_eq!(
+        first.iter().map(|(entry, _)| *entry).collect::<Vec<_>>(),
+        line[..5]
+    );
+    let bot = sales
+        .purchase(after, &purchase_request(tt, 1, "bot@example.org"))
+        .await;
+    assert!(
+        matches!(bot, Err(AppError::SoldOut | AppError::NotEnoughLeft { .. })),
+        "{bot:?}"
+    );
+    for (entry, order_id) in &first {
+        let (status, quantity, ends): (String, i32, OffsetDateTime) =
+            sqlx::query_as("SELECT status, quantity, hold_expires_at FROM orders WHERE id = $1")
+                .bind(order_id)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        assert_eq!((status.as_str(), quantity), ("held", 1));
+        assert!((ends - (after + Span::seconds(600))).abs() < Span::microseconds(1));
+        // Its mail is asked for, and says it is an offer from the list.
+        let asked: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM outbox WHERE kind = 'order.created' AND order_id = $1
+               AND payload->>'waitlist_entry_id' = $2::text AND payload->>'status' = 'held'",
+        )
+        .bind(order_id)
+        .bind(entry)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(asked, 1);
+    }
+    assert_invariants(&pool).await;
+
+    // Two of the offers are confirmed with the mailed link; the other three
+    // expire, and move on to the next three in line.
+    let second = after + Span::minutes(1);
+    for (entry, order_id) in &first[..2] {
+        let token = key.waitlist_token((*entry).into());
+        let answer = sale::confirm(&pool, second, OrderId::from(*order_id), &token)
+            .await
+            .unwrap();
+        assert!(matches!(answer, Confirmed::Now(_)), "{answer:?}");
+    }
+    let later = after + Span::seconds(601);
+    assert_eq!(two_sweepers(&pool, &other_instance, later).await, 3);
+    assert_eq!(remaining(&pool, tt).await, 0);
+    let all = offered(&pool, tt).await;
+    assert_eq!(
+        all.iter().map(|(entry, _)| *entry).collect::<Vec<_>>(),
+        line[..8]
+    );
+    // Every expired hold gave its ticket back exactly once: eight expiries,
+    // one message each, and the stock adds up.
+    let expired = messages(&pool, "order.expired").await;
+    assert_eq!(expired.len(), 8, "{expired:?}");
+    assert!(expired.iter().all(|(_, n)| *n == 1), "{expired:?}");
+    let mut lapsed: Vec<Uuid> = lapsing.iter().map(|o| o.id.get()).collect();
+    lapsed.extend(first[2..].iter().map(|(_, order)| *order));
+    lapsed.sort();
+    assert_eq!(
+        expired.iter().map(|(order, _)| *order).collect::<Vec<_>>(),
+        lapsed
+    );
+    assert_eq!(entry_status(&pool, unconfirmed).await, "unconfirmed");
+    assert_eq!(entry_status(&pool, leaving).await, "left");
+    assert_invariants(&pool).await;
+    // The place never confirmed does not block its address for good: an
+    // hour on, joining again replaces it (and so mails a new link).
+    let soon = try_join(&pool, &key, &fixture, &emails[3], 1, t0 + Span::minutes(30)).await;
+    assert!(matches!(soon, Ok(Joined::Already)), "{soon:?}");
+    let later = try_join(&pool, &key, &fixture, &emails[3], 1, t0 + Span::minutes(61)).await;
+    assert!(matches!(later, Ok(Joined::New(_))), "{later:?}");
+    assert_eq!(entry_status(&pool, unconfirmed).await, "left");
+}
+
+#[sqlx::test]
+async fn a_cancel_a_raised_capacity_and_the_switch_serve_the_line(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let pool = pool(connect, 10).await;
+    // Orders are confirmed at once: offers are still held (10 minutes).
+    let fixture = published_event(&pool, &[TicketSpec::new(2, 1, 1)]).await;
+    let tt = fixture.ticket_type_id();
+    let key = ConfirmKey::random();
+    let sales = engine(&pool, &key);
+    let at = now();
+    let mut secrets = Vec::new();
+    for email in ["ada@example.org", "bob@example.org"] {
+        let bought = sales
+            .purchase(at, &purchase_request(tt, 1, email))
+            .await
+            .unwrap();
+        secrets.push((bought.order().id, bought.cancel_secret().unwrap().clone()));
+    }
+    // Ada, who holds her limit already, is first in line: she is passed over.
+    let ada = join_line(&pool, &key, &fixture, "Ada@Example.org", at).await;
+    let cyd = join_line(&pool, &key, &fixture, "cyd@example.org", at).await;
+    let dee = join_line(&pool, &key, &fixture, "dee@example.org", at).await;
+    let eve = join_line(&pool, &key, &fixture, "eve@example.org", at).await;
+
+    // Bob cancels: Cyd gets his ticket, held for ten minutes.
+    let (bob_order, bob_secret) = &secrets[1];
+    sale::cancel(&pool, at, *bob_order, Some(bob_secret))
+        .await
+        .unwrap();
+    assert_eq!(entry_status(&pool, ada).await, "passed");
+    assert_eq!(entry_status(&pool, cyd).await, "offered");
+    assert_eq!(remaining(&pool, tt).await, 0);
+    let offer: (String, OffsetDateTime) = sqlx::query_as(
+        "SELECT o.status, o.hold_expires_at FROM orders o
+         JOIN waitlist_entries w ON w.order_id = o.id WHERE w.id = $1",
+    )
+    .bind(cyd.get())
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(offer.0, "held");
+    assert!((offer.1 - (at + Span::minutes(10))).abs() < Span::microseconds(1));
+
+    // The organizer raises the capacity: the new ticket goes to Dee.
+    set_capacity(&pool, &fixture, 3).await.unwrap();
+    assert_eq!(entry_status(&pool, dee).await, "offered");
+    assert_eq!(remaining(&pool, tt).await, 0);
+    assert_invariants(&pool).await;
+
+    // Offers off: Ada's cancelled ticket goes back on sale; Eve waits.
+    let organizer = fixture.organizer_id.into();
+    let event = fixture.event_id.into();
+    assert_eq!(
+        db::waitlist::set_offers(&pool, organizer, event, false, at)
+            .await
+            .unwrap(),
+        0
+    );
+    let (ada_order, ada_secret) = &secrets[0];
+    sale::cancel(&pool, at, *ada_order, Some(ada_secret))
+        .await
+        .unwrap();
+    assert_eq!(remaining(&pool, tt).await, 1);
+    assert_eq!(entry_status(&pool, eve).await, "waiting");
+    // Another organizer cannot touch the switch.
+    let stranger = common::fixture_organizer(&pool).await;
+    let refused = db::waitlist::set_offers(&pool, stranger.into(), event, true, at).await;
+    assert!(matches!(refused, Err(AppError::NotFound)), "{refused:?}");
+    // Offers on again: what is on sale goes to Eve at once.
+    assert_eq!(
+        db::waitlist::set_offers(&pool, organizer, event, true, at)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(entry_status(&pool, eve).await, "offered");
+    assert_eq!(remaining(&pool, tt).await, 0);
+    let lists = db::waitlist::list(&pool, organizer, event).await.unwrap();
+    assert!(lists.offers_on);
+    assert_eq!(lists.entries.len(), 4);
+    assert_eq!(lists.waiting(tt.into()), 0);
+    assert_invariants(&pool).await;
+    // Eve declines: the place's token releases the offer (the page's
+    // "Release them"), and with nobody left in line the ticket goes on sale.
+    let eve_order = lists
+        .entries
+        .iter()
+        .find(|e| e.id == eve)
+        .and_then(|e| e.order_id)
+        .unwrap();
+    let token = key.waitlist_token(eve);
+    let released = CancelSecret::parse(token.as_str()).unwrap();
+    sale::cancel(&pool, at, eve_order, Some(&released))
+        .await
+        .unwrap();
+    assert_eq!(remaining(&pool, tt).await, 1);
+    let late = sale::confirm(&pool, at, eve_order, &token).await;
+    assert!(matches!(late, Err(AppError::AlreadyCancelled)), "{late:?}");
+    assert_invariants(&pool).await;
+}
+
+#[sqlx::test]
+async fn twenty_cancels_at_once_make_one_offer_to_each_of_twenty_in_line(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let pool = pool(connect, 25).await;
+    let fixture = published_event(&pool, &[TicketSpec::new(20, 1, 1)]).await;
+    let tt = fixture.ticket_type_id();
+    let key = ConfirmKey::random();
+    let sales = engine(&pool, &key);
+    let at = now();
+    let mut bought = Vec::new();
+    for i in 0..20 {
+        let purchase = sales
+            .purchase(
+                at,
+                &purchase_request(tt, 1, &format!("holder{i}@example.org")),
+            )
+            .await
+            .unwrap();
+        bought.push((
+            purchase.order().id,
+            purchase.cancel_secret().unwrap().clone(),
+        ));
+    }
+    let mut line = Vec::new();
+    for i in 0..25 {
+        line.push(join_line(&pool, &key, &fixture, &format!("fan{i}@example.org"), at).await);
+    }
+    let cancels = join_all(
+        bought
+            .iter()
+            .map(|(order, secret): &(OrderId, CancelSecret)| {
+                sale::cancel(&pool, at, *order, Some(secret))
+            }),
+    )
+    .await;
+    assert!(cancels.iter().all(Result::is_ok), "{cancels:?}");
+    // Each cancel's transaction offered its ticket to the first in line at
+    // its commit: twenty offers, to the first twenty, one each.
+    assert_eq!(remaining(&pool, tt).await, 0);
+    let got: Vec<Uuid> = offered(&pool, tt)
+        .await
+        .into_iter()
+        .map(|(e, _)| e)
+        .collect();
+    let first: Vec<Uuid> = line[..20].iter().map(|e| e.get()).collect();
+    assert_eq!(got, first);
+    for entry in &line[20..] {
+        assert_eq!(entry_status(&pool, *entry).await, "waiting");
+    }
+    assert_invariants(&pool).await;
+    // The event is cancelled: its offers with its orders, and the places
+    // still in line are closed (nothing will come back to offer).
+    sale::cancel_event(&pool, fixture.organizer_id.into(), fixture.event_id.into())
+        .await
+        .unwrap();
+    for entry in &line[20..] {
+        assert_eq!(entry_status(&pool, *entry).await, "closed");
+    }
+    let live_offers: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM waitlist_entries w JOIN orders o ON o.id = w.order_id
+         WHERE o.status <> 'cancelled'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(live_offers, 0);
+    assert_eq!(remaining(&pool, tt).await, 20);
+    assert_invariants(&pool).await;
+}
+
+#[sqlx::test]
+async fn a_buyer_joins_from_the_page_confirms_by_mail_and_gets_the_returned_ticket(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let pool = pool(connect, 10).await;
+    let fixture = published_event(&pool, &[TicketSpec::new(1, 1, 1)]).await;
+    let tt = fixture.ticket_type_id();
+    let event_id = fixture.event_id;
+    let sink = Sink::start().await;
+    let key = ConfirmKey::random();
+    let clock = ManualClock::new(now());
+    let state = AppState::new(pool.clone())
+        .with_clock(clock.clone())
+        .with_confirm_key(key.clone());
+    let app = TestApp::spawn_state(pool.clone(), clock, state).await;
+    let settings = MailSettings::new(
+        Some(sink.url()),
+        "Stampede <tickets@example.org>",
+        "http://tickets.test",
+    )
+    .unwrap();
+    let mailer = mail::spawn(pool.clone(), key.clone(), settings).unwrap();
+
+    let (first_order, secret) = common::api_buy_with_secret(&app, tt, 1, "ada@example.org").await;
+    let page = app
+        .client
+        .get(app.url(&format!("/events/{event_id}")))
+        .send()
+        .await
+        .unwrap();
+    let page = page.text().await.unwrap();
+    assert!(page.contains("Join the waiting list"), "{page}");
+
+    // A bad field comes back named, with the form filled in; nothing written.
+    let path = format!("/events/{event_id}/waiting-list");
+    let tt_text = tt.to_string();
+    let bad = app
+        .post_form(
+            &path,
+            &[
+                ("ticket_type_id", &tt_text),
+                ("quantity", "2"),
+                ("email", "bea@example.org"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status(), 422);
+    let bad = bad.text().await.unwrap();
+    assert!(
+        bad.contains("At most 1 tickets") && bad.contains("value=\"bea@example.org\""),
+        "{bad}"
+    );
+    let bad = app
+        .post_form(
+            &path,
+            &[
+                ("ticket_type_id", &tt_text),
+                ("quantity", "1"),
+                ("email", "not-mail"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status(), 422);
+    let places: i64 = sqlx::query_scalar("SELECT count(*) FROM waitlist_entries")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(places, 0);
+
+    let joined = app
+        .post_form(
+            &path,
+            &[
+                ("ticket_type_id", &tt_text),
+                ("quantity", "1"),
+                ("email", "Bea@Example.org"),
+            ],
+        )
+        .await;
+    assert_eq!(joined.status(), 200);
+    let joined = joined.text().await.unwrap();
+    assert!(joined.contains("is on its way to"), "{joined}");
+    let again = app
+        .post_form(
+            &path,
+            &[
+                ("ticket_type_id", &tt_text),
+                ("quantity", "1"),
+                ("email", "bea@example.org"),
+            ],
+        )
+        .await;
+    // The same answer: the page does not tell who is on a list.
+    assert_eq!(again.status(), 200);
+    let again = again.text().await.unwrap();
+    assert!(again.contains("is on its way to"), "{again}");
+
+    // Ada's hold mail does not exist (her order is confirmed at once); Bea's
+    // place mail does.
+    let mails = sink.wait_for(1, Duration::from_secs(20)).await;
+    assert_eq!(mails.len(), 1);
+    assert_eq!(mails[0].to, ["bea@example.org"]);
+    assert_eq!(
+        mails[0].header("Subject").as_deref(),
+        Some("Confirm your place on the waiting list")
+    );
+    let link = mails[0]
+        .line_starting("http://tickets.test/waiting-list/")
+        .unwrap();
+    let confirm_path = link.strip_prefix("http://tickets.test").unwrap().to_owned();
+    let forged = format!(
+        "{}t={}",
+        confirm_path.split("t=").next().unwrap(),
+        "A".repeat(43)
+    );
+    assert_eq!(
+        app.client
+            .get(app.url(&forged))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    let confirmed = app.client.get(app.url(&confirm_path)).send().await.unwrap();
+    assert_eq!(confirmed.status(), 303);
+    let place_page = common::location(&confirmed);
+    let page = app.client.get(app.url(&place_page)).send().await.unwrap();
+    let page = page.text().await.unwrap();
+    assert!(page.contains("You are in line. You are next."), "{page}");
+
+    // Ada cancels: Bea is mailed an offer, whose link confirms her order.
+    sale::cancel(
+        &pool,
+        now(),
+        first_order.into(),
+        CancelSecret::parse(&secret).as_ref(),
+    )
+    .await
+    .unwrap();
+    let mails = sink.wait_for(2, Duration::from_secs(20)).await;
+    assert_eq!(mails.len(), 2);
+    let offer = &mails[1];
+    assert_eq!(offer.to, ["bea@example.org"]);
+    assert_eq!(
+        offer.header("Subject").as_deref(),
+        Some("Tickets came back for you")
+    );
+    let link = offer.line_starting("http://tickets.test/orders/").unwrap();
+    let offer_path = link.strip_prefix("http://tickets.test").unwrap().to_owned();
+    for _ in 0..2 {
+        let resp = app.client.get(app.url(&offer_path)).send().await.unwrap();
+        assert_eq!(resp.status(), 303);
+    }
+    let page = app.client.get(app.url(&place_page)).send().await.unwrap();
+    let page = page.text().await.unwrap();
+    assert!(page.contains("is confirmed"), "{page}");
+    let confirmed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM orders WHERE email = 'bea@example.org' AND status = 'confirmed'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(confirmed, 1);
+    assert_invariants(&pool).await;
+
+    // The organizer sees the list; another organizer does not.
+    let organizer = app.organizer("org@example.org").await;
+    sqlx::query("UPDATE events SET organizer_id = $2 WHERE id = $1")
+        .bind(event_id)
+        .bind(organizer.id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let list = organizer
+        .get(&format!("/organizer/events/{event_id}/waiting-list"))
+        .await;
+    assert_eq!(list.status(), 200);
+    let list = list.text().await.unwrap();
+    assert!(
+        list.contains("bea@example.org") && list.contains("Automatic offers are on"),
+        "{list}"
+    );
+    let off = organizer
+        .post_form(
+            &format!("/organizer/events/{event_id}/waiting-list/offers"),
+            &[("offers", "off")],
+        )
+        .await;
+    assert_eq!(off.status(), 303);
+    let on: bool = sqlx::query_scalar("SELECT waitlist_offers FROM events WHERE id = $1")
+        .bind(event_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(!on);
+    // The API reads the same, and switches offers back on.
+    let path = format!("/api/v1/organizer/events/{event_id}/waiting-list");
+    let read: serde_json::Value = organizer
+        .api(reqwest::Method::GET, &path)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(read["offers"], false);
+    assert_eq!(read["lengths"][0]["waiting"], 0);
+    assert_eq!(read["entries"][0]["email"], "bea@example.org");
+    assert_eq!(read["entries"][0]["status"], "offered");
+    let bad = organizer
+        .api(reqwest::Method::PUT, &path)
+        .json(&serde_json::json!({"offers": "yes"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 422);
+    let switched: serde_json::Value = organizer
+        .api(reqwest::Method::PUT, &path)
+        .json(&serde_json::json!({"offers": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(switched["offers"], true);
+    let stranger = app.organizer("other@example.org").await;
+    let denied = stranger
+        .api(reqwest::Method::GET, &path)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(denied.status(), 404);
+    let hidden = stranger
+        .get(&format!("/organizer/events/{event_id}/waiting-list"))
+        .await;
+    assert_eq!(hidden.status(), 404);
+    mailer.abort();
+}
+
+#[sqlx::test]
+async fn crosswise_cancels_whose_offers_meet_each_other_both_go_through(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    // Xia holds the one ticket of A and waits for B; Wes holds B and waits
+    // for A. Both cancel at once: each cancel frees its buyer's event
+    // holding and then offers its ticket to the other, whose event holding
+    // the other cancel holds. Postgres aborts one of a deadlock; the cancel
+    // runs again, and both go through.
+    let pool = pool(connect, 20).await;
+    let key = ConfirmKey::random();
+    let sales = engine(&pool, &key);
+    let at = now();
+    for round in 0..5 {
+        let fixture =
+            published_event(&pool, &[TicketSpec::new(1, 1, 1), TicketSpec::new(1, 1, 1)]).await;
+        let (a, b) = (fixture.ticket_type_ids[0], fixture.ticket_type_ids[1]);
+        let (xia, wes) = (
+            format!("xia{round}@example.org"),
+            format!("wes{round}@example.org"),
+        );
+        let xia_order = sales
+            .purchase(at, &purchase_request(a, 1, &xia))
+            .await
+            .unwrap();
+        let wes_order = sales
+            .purchase(at, &purchase_request(b, 1, &wes))
+            .await
+            .unwrap();
+        let line_for = |tt: Uuid| common::Fixture {
+            ticket_type_ids: vec![tt],
+            ..fixture.clone()
+        };
+        join_line(&pool, &key, &line_for(b), &xia, at).await;
+        join_line(&pool, &key, &line_for(a), &wes, at).await;
+        let (first, second) = tokio::join!(
+            sale::cancel(&pool, at, xia_order.order().id, xia_order.cancel_secret()),
+            sale::cancel(&pool, at, wes_order.order().id, wes_order.cancel_secret()),
+        );
+        assert!(
+            first.is_ok() && second.is_ok(),
+            "round {round}: {first:?} {second:?}"
+        );
+        assert_eq!(offered(&pool, a).await.len(), 1, "round {round}");
+        assert_eq!(offered(&pool, b).await.len(), 1, "round {round}");
+        assert_eq!(
+            (remaining(&pool, a).await, remaining(&pool, b).await),
+            (0, 0)
+        );
+    }
+    assert_invariants(&pool).await;
+}
