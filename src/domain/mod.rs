@@ -16,6 +16,7 @@ mod money;
 mod order_search;
 mod organizer_api;
 mod presale;
+mod public_address;
 mod quantity;
 mod sale_window;
 mod sales_chart;
@@ -53,6 +54,7 @@ pub use presale::{
     CodeInput, MAX_CODE_USES, MAX_CODES_PER_BATCH, NewCodes, PresaleCode, code_is_current,
     optional_code,
 };
+pub use public_address::is_public;
 pub use quantity::{MAX_QUANTITY, Quantity};
 pub use sale_window::{SaleState, SaleWindow};
 pub use sales_chart::{Bucket, MAX_CHART_POINTS, SalesChart, SalesPoint};
@@ -60,7 +62,7 @@ pub use status::{EventStatus, OrderStatus, WaitlistStatus};
 pub use text::{Lines, refuse_control};
 pub use webhook::{
     MAX_WEBHOOK_DESCRIPTION_CHARS, MAX_WEBHOOK_ENDPOINTS, MAX_WEBHOOK_URL_CHARS, RetrySchedule,
-    WEBHOOK_EVENT_TYPES, WebhookUrl, is_public, parse_event_types, parse_webhook_description,
+    WEBHOOK_EVENT_TYPES, WebhookUrl, parse_event_types, parse_webhook_description,
 };
 
 /// One invalid input field: which one, and a sentence a person can act on.

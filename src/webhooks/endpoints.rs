@@ -106,15 +106,47 @@ async fn parse_url(raw: &str, allow_private: bool) -> Result<String, InvalidFiel
             Ok(Ok(mut addrs)) => addrs.find(|addr| !is_public(addr.ip())),
             _ => None,
         };
-        if let Some(addr) = refused {
+        // The answer itself is not echoed: it would map the internal DNS.
+        if refused.is_some() {
             return Err(InvalidField::new(
                 "url",
-                format!(
-                    "{name} resolves to {}, a loopback, private or link-local address; deliveries go to public addresses only.",
-                    addr.ip()
-                ),
+                "The URL's host is not a public address; deliveries go to public addresses only.",
             ));
         }
     }
     Ok(url.as_str().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The machine's own name, which /etc/hosts maps to a loopback address
+    /// on Debian-like systems (127.0.1.1, or 127.0.0.1 on this machine kind).
+    fn own_name() -> String {
+        let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        name.trim().to_owned()
+    }
+
+    #[tokio::test]
+    async fn a_name_resolving_inward_is_refused_without_echoing_the_answer() {
+        let name = own_name();
+        let answers: Vec<_> = tokio::net::lookup_host((name.as_str(), 443))
+            .await
+            .unwrap_or_else(|e| panic!("this test needs {name} to resolve (/etc/hosts): {e}"))
+            .collect();
+        assert!(
+            answers.iter().any(|a| !is_public(a.ip())),
+            "this test needs {name} to resolve to a loopback address (/etc/hosts), got {answers:?}"
+        );
+        for raw in [format!("https://{name}/in"), format!("https://{name}./in")] {
+            let err = parse_url(&raw, false).await.unwrap_err();
+            let message = err.to_string();
+            assert!(message.contains("not a public address"), "{raw}: {message}");
+            for answer in &answers {
+                let ip = answer.ip().to_string();
+                assert!(!message.contains(&ip), "{raw}: {message} echoes {ip}");
+            }
+        }
+    }
 }
