@@ -332,7 +332,8 @@ pub struct ServeArgs {
     )]
     pub purchase_period_ms: u64,
 
-    /// Organizer API requests per API token and minute, all usable at once
+    /// Organizer API requests per account (all its tokens together) and
+    /// minute, all usable at once
     /// and refilled evenly; beyond, 429 with the real `Retry-After`. 0
     /// turns the limit off.
     #[arg(

@@ -199,6 +199,11 @@ fn token_hash(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
 }
 
+/// Live (unrevoked) API tokens one account may hold. The API's rate limit
+/// is per account, so more tokens would buy no more requests; the cap keeps
+/// the table and the settings page small.
+pub const MAX_LIVE_API_TOKENS: i64 = 10;
+
 /// Create a token and return it: the only time its text exists outside the
 /// organizer's hands.
 pub async fn create_token(
@@ -216,7 +221,17 @@ pub async fn create_token(
     refuse_control(name, Lines::One).for_field("name")?;
     let token = format!("stp_{}", random_token());
     let prefix: String = token.chars().take(10).collect();
-    organizers::insert_token(db, organizer_id, name, &token_hash(&token), &prefix).await?;
+    let hash = token_hash(&token);
+    if !organizers::insert_token(db, organizer_id, name, &hash, &prefix, MAX_LIVE_API_TOKENS)
+        .await?
+    {
+        return Err(AppError::Invalid(InvalidField::new(
+            "name",
+            format!(
+                "You have {MAX_LIVE_API_TOKENS} live API tokens, the most allowed; revoke one first."
+            ),
+        )));
+    }
     Ok(token)
 }
 

@@ -75,23 +75,41 @@ pub async fn find(db: &PgPool, id: OrganizerId) -> Result<Option<Organizer>, App
     .await?)
 }
 
+/// Insert a token unless the organizer already has `cap` live ones: false
+/// then. The organizer's row is locked first, so that two creations at once
+/// count each other (a count in the INSERT's own snapshot would not).
 pub async fn insert_token(
     db: &PgPool,
     organizer_id: OrganizerId,
     name: &str,
     token_hash: &[u8],
     prefix: &str,
-) -> Result<(), AppError> {
+    cap: i64,
+) -> Result<bool, AppError> {
+    let mut tx = db.begin().await?;
     sqlx::query!(
-        "INSERT INTO api_tokens (organizer_id, name, token_hash, prefix) VALUES ($1, $2, $3, $4)",
+        "SELECT id FROM organizers WHERE id = $1 FOR UPDATE",
+        organizer_id.get()
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let inserted = sqlx::query!(
+        "INSERT INTO api_tokens (organizer_id, name, token_hash, prefix)
+         SELECT $1, $2, $3, $4
+         WHERE (SELECT count(*) FROM api_tokens
+                WHERE organizer_id = $1 AND revoked_at IS NULL) < $5",
         organizer_id.get(),
         name,
         token_hash,
         prefix,
+        cap,
     )
-    .execute(db)
-    .await?;
-    Ok(())
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    tx.commit().await?;
+    Ok(inserted)
 }
 
 pub async fn list_tokens(
@@ -129,7 +147,7 @@ pub async fn revoke_token(
 }
 
 /// The organizer a live (unrevoked) token hash belongs to, and the token's
-/// id (the API's rate limit is per token); marks it used.
+/// id; marks it used.
 pub async fn by_token_hash(
     db: &PgPool,
     token_hash: &[u8],

@@ -61,10 +61,10 @@ pub async fn require_token(State(db): State<PgPool>, mut request: Request, next:
         None => Ok(None),
     };
     match organizer {
-        Ok(Some((organizer, token_id))) => {
+        // The API's rate limit counts per account (`CurrentOrganizer`), not
+        // per token: a second token buys no more requests.
+        Ok(Some((organizer, _token_id))) => {
             request.extensions_mut().insert(organizer);
-            // The API's rate limit counts per token.
-            request.extensions_mut().insert(token_id);
             next.run(request).await
         }
         Ok(None) => ApiError(AppError::Unauthorized).into_response(),

@@ -201,10 +201,10 @@ pub fn app(state: AppState) -> Router {
         )
         .merge(api::organizer_routes())
         .merge(api::webhook_routes())
-        // Inside the token check: the rate limit counts per token.
+        // Inside the token check: the rate limit counts per account.
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
-            api::per_token,
+            api::per_account,
         ))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

@@ -38,7 +38,7 @@ pub struct Limits {
     pub login_period: Duration,
     /// Purchases per client address and per buyer email.
     pub purchase_rates: PurchaseRates,
-    /// Organizer API requests per token and minute; 0 = no limit.
+    /// Organizer API requests per account and minute; 0 = no limit.
     pub api_requests_per_minute: u32,
 }
 
@@ -97,7 +97,7 @@ pub struct Shared {
     pub quotas: Quotas,
     /// The public event list's short shared cache.
     pub public_list: Arc<ListCache>,
-    /// The organizer API's requests per token.
+    /// The organizer API's requests per account.
     pub api_rate: ApiRateLimit,
     /// Webhook URLs may point at loopback and private addresses.
     pub webhooks_allow_private: bool,

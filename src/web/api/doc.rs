@@ -126,7 +126,7 @@ pub enum ScanResultName {
 
 /// The answers every operation of a kind can give, added in one place
 /// rather than on each annotation: the bearer scheme and its 401 and 429
-/// (per-token rate limit) on the organizer operations, 413 and 408 where a
+/// (per-account rate limit) on the organizer operations, 413 and 408 where a
 /// body is read, and the load shedder's 503 everywhere.
 struct CommonResponses;
 

@@ -19,7 +19,7 @@ mod webhooks_wire;
 mod wire;
 
 pub use organizer::routes as organizer_routes;
-pub use rate_limit::{ApiRateLimit, DEFAULT_API_REQUESTS_PER_MINUTE, per_token};
+pub use rate_limit::{ApiRateLimit, DEFAULT_API_REQUESTS_PER_MINUTE, per_account};
 pub use webhooks::routes as webhook_routes;
 
 use wire::{CreateEvent, CreateOrder, EventBody, EventList, EventPageBody, OrderBody};

@@ -1,6 +1,6 @@
 //! The organizer API v1 under `/api/v1/organizer` (issue 11): one event,
 //! its ticket types, its orders and its sales. Behind the token check and
-//! the per-token rate limit (`web::mod`); every query is scoped to the
+//! the per-account rate limit (`web::mod`); every query is scoped to the
 //! token's organizer, so another organizer's object is "not found". The
 //! writes are the dashboard's own: the edit page's update
 //! (`db::events::update`), publish and unpublish, the event's cancel, and

@@ -1,5 +1,6 @@
-//! The organizer API's rate limit, per API token: a budget of requests per
-//! minute (`--api-requests-per-minute`), all of it usable at once, refilled
+//! The organizer API's rate limit, per organizer account (whichever of its
+//! tokens a request carries): a budget of requests per minute
+//! (`--api-requests-per-minute`), all of it usable at once, refilled
 //! evenly; beyond it, 429 with the JSON error and a `Retry-After` that is
 //! the real wait until the next request would pass. Runs after the token
 //! check, so unknown tokens (401) take no room in the limiter's table.
@@ -16,19 +17,19 @@ use governor::{
     clock::{Clock, DefaultClock},
 };
 
-use crate::{domain::ApiTokenId, error::AppError, web::AppState};
+use crate::{auth::CurrentOrganizer, domain::OrganizerId, error::AppError, web::AppState};
 
-/// How often the limiter forgets tokens whose budget is whole again.
+/// How often the limiter forgets accounts whose budget is whole again.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
-/// Requests per minute per token by default.
+/// Requests per minute per account by default.
 pub const DEFAULT_API_REQUESTS_PER_MINUTE: u32 = 600;
 
 #[derive(Clone)]
-pub struct ApiRateLimit(Option<Arc<DefaultKeyedRateLimiter<ApiTokenId>>>);
+pub struct ApiRateLimit(Option<Arc<DefaultKeyedRateLimiter<OrganizerId>>>);
 
 impl ApiRateLimit {
-    /// `per_minute` requests per token and minute; 0 turns the limit off.
+    /// `per_minute` requests per account and minute; 0 turns the limit off.
     /// Inside a Tokio runtime it starts the pruning task.
     pub fn new(per_minute: u32) -> Self {
         let Some(per_minute) = NonZeroU32::new(per_minute) else {
@@ -53,11 +54,11 @@ impl ApiRateLimit {
         Self(Some(limiter))
     }
 
-    fn check(&self, token: ApiTokenId) -> Result<(), AppError> {
+    fn check(&self, account: OrganizerId) -> Result<(), AppError> {
         let Some(limiter) = &self.0 else {
             return Ok(());
         };
-        limiter.check_key(&token).map_err(|not_until| {
+        limiter.check_key(&account).map_err(|not_until| {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             AppError::TooManyRequests {
                 retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
@@ -67,9 +68,9 @@ impl ApiRateLimit {
 }
 
 /// On the organizer API's routes, inside the token check.
-pub async fn per_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if let Some(&token) = request.extensions().get::<ApiTokenId>()
-        && let Err(err) = state.api_rate.check(token)
+pub async fn per_account(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if let Some(organizer) = request.extensions().get::<CurrentOrganizer>()
+        && let Err(err) = state.api_rate.check(organizer.id)
     {
         return crate::web::error::refuse(request.uri(), &err);
     }

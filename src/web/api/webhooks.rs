@@ -1,6 +1,6 @@
 //! The webhook API under `/api/v1/organizer/webhooks` (issues 10 and 11):
 //! endpoints' CRUD, their delivery log, redelivery and secret rotation.
-//! Behind the token check and the per-token rate limit (`web::mod`); every
+//! Behind the token check and the per-account rate limit (`web::mod`); every
 //! query is scoped to the token's organizer, so another organizer's
 //! endpoint is "not found".
 

@@ -841,9 +841,98 @@ async fn the_rate_limit_answers_429_with_retry_after_past_the_budget(pool: PgPoo
         "Retry-After: {retry_after}"
     );
     assert_api_error(resp, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
-    // Per token: another organizer's token has its own budget.
+    // Per account: another organizer has a budget of its own.
     let resp = send(&other, Method::GET, "/api/v1/organizer/events", None).await;
     assert_eq!(resp.status(), StatusCode::OK);
+}
+
+#[sqlx::test]
+async fn the_rate_limit_counts_per_account_whichever_token_is_used(pool: PgPool) {
+    let limits = stampede::web::Limits {
+        api_requests_per_minute: 3,
+        ..stampede::web::Limits::default()
+    };
+    let app = TestApp::spawn_with_limits(pool.clone(), limits).await;
+    let org = app.organizer("many-tokens@example.org").await;
+    let second = create_token_on_page(&org, "second").await;
+    let with_second = || {
+        app.client
+            .get(app.url("/api/v1/organizer/events"))
+            .bearer_auth(&second)
+            .send()
+    };
+    for _ in 0..2 {
+        let resp = send(&org, Method::GET, "/api/v1/organizer/events", None).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+    }
+    assert_eq!(with_second().await.unwrap().status(), StatusCode::OK);
+    // The account's three requests are spent: the second token has no
+    // budget of its own.
+    let resp = with_second().await.unwrap();
+    assert_api_error(resp, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
+    let resp = send(&org, Method::GET, "/api/v1/organizer/events", None).await;
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[sqlx::test]
+async fn an_account_holds_at_most_ten_live_tokens_even_when_created_at_once(pool: PgPool) {
+    let app = TestApp::spawn(pool.clone()).await;
+    let org = app.organizer("hoarder@example.org").await;
+    let live = || {
+        count(
+            &pool,
+            &format!(
+                "SELECT count(*) FROM api_tokens WHERE organizer_id = '{}' AND revoked_at IS NULL",
+                org.id
+            ),
+        )
+    };
+    assert_eq!(live().await, 1, "app.organizer made one");
+    // Thirty creations at once, as the attack did: ten live, no more.
+    let names: Vec<String> = (0..30).map(|i| format!("t{i}")).collect();
+    let answers = futures::future::join_all(
+        names
+            .iter()
+            .map(|name| org.post_form("/organizer/settings/tokens", &[("name", name)])),
+    )
+    .await;
+    let made = answers
+        .iter()
+        .filter(|r| r.status() == StatusCode::OK)
+        .count();
+    assert_eq!(
+        made,
+        9,
+        "statuses: {:?}",
+        answers.iter().map(|r| r.status()).collect::<Vec<_>>()
+    );
+    assert!(
+        answers
+            .iter()
+            .all(|r| r.status() == StatusCode::OK || r.status() == StatusCode::UNPROCESSABLE_ENTITY)
+    );
+    assert_eq!(live().await, 10);
+    let refused = org
+        .post_form("/organizer/settings/tokens", &[("name", "one more")])
+        .await;
+    assert_eq!(refused.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let page = refused.text().await.unwrap();
+    assert!(page.contains("10 live API tokens"), "{page}");
+    assert_eq!(live().await, 10);
+    // Revoking one makes room again.
+    let id: Uuid = sqlx::query_scalar(
+        "SELECT id FROM api_tokens WHERE organizer_id = $1 AND name LIKE 't%' LIMIT 1",
+    )
+    .bind(org.id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let resp = org
+        .post_form(&format!("/organizer/settings/tokens/{id}/revoke"), &[])
+        .await;
+    assert!(resp.status().is_redirection(), "{}", resp.status());
+    create_token_on_page(&org, "after a revoke").await;
+    assert_eq!(live().await, 10);
 }
 
 #[sqlx::test]
