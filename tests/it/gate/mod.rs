@@ -1,13 +1,9 @@
-//! The Redis gate (issue 9) against real Redis and Postgres, one test
-//! binary with a module per theme: faults (a crash between the gate and the
+//! The Redis gate (issue 9) against real Redis and Postgres, a module
+//! per theme: faults (a crash between the gate and the
 //! commit, Redis flushed, stopped, started again or slow mid-sale), buyers
 //! (hammering, limits, retries), processes sharing one gate, the sell-out,
 //! rebuilds and the reconcile. Never an oversell (checked from the tables),
 //! and every ticket sells in the end. The helpers the modules share are here.
-
-// A test that cannot go on panics: unwrap and expect say where.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 
 mod buyers;
 mod faults;
@@ -19,8 +15,7 @@ mod sold_out;
 use std::time::Duration;
 
 use crate::common::{
-    self,
-    TicketSpec, assert_invariants, database_url,
+    self, TicketSpec, assert_invariants, database_url,
     gate::{PREFIX, gated, gated_with, own_gate, setup, shared_redis},
     locks::{blocked, hold_ticket_type, lock_table, wait_until_blocked},
     now, pool,
