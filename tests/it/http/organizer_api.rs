@@ -878,23 +878,18 @@ async fn the_rate_limit_counts_per_account_whichever_token_is_used(pool: PgPool)
 async fn an_account_holds_at_most_ten_live_tokens_even_when_created_at_once(pool: PgPool) {
     let app = TestApp::spawn(pool.clone()).await;
     let org = app.organizer("hoarder@example.org").await;
-    let live = || {
-        count(
-            &pool,
-            &format!(
-                "SELECT count(*) FROM api_tokens WHERE organizer_id = '{}' AND revoked_at IS NULL",
-                org.id
-            ),
-        )
-    };
+    let live_sql = format!(
+        "SELECT count(*) FROM api_tokens WHERE organizer_id = '{}' AND revoked_at IS NULL",
+        org.id
+    );
+    let live = || count(&pool, &live_sql);
     assert_eq!(live().await, 1, "app.organizer made one");
     // Thirty creations at once, as the attack did: ten live, no more.
     let names: Vec<String> = (0..30).map(|i| format!("t{i}")).collect();
-    let answers = futures::future::join_all(
-        names
-            .iter()
-            .map(|name| org.post_form("/organizer/settings/tokens", &[("name", name)])),
-    )
+    let answers = futures::future::join_all(names.iter().map(|name| async {
+        org.post_form("/organizer/settings/tokens", &[("name", name)])
+            .await
+    }))
     .await;
     let made = answers
         .iter()
