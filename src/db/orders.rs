@@ -1,5 +1,6 @@
-//! The order page: the order's event and its tickets (the order row
-//! itself is read by the sale path, `src/sale/`, which owns that table).
+//! The order page: the order's event and its tickets, these only to a
+//! visitor with a proof (the order row itself is read by the sale path,
+//! `src/sale/`, which owns that table).
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
@@ -28,11 +29,32 @@ pub struct Ticket {
     pub code: String,
 }
 
-pub async fn tickets(db: &PgPool, order_id: OrderId) -> Result<Vec<Ticket>, AppError> {
+/// What proves a visitor may see an order's codes: the hash of the cancel
+/// secret or of the confirmation token they came with.
+#[derive(Debug, Clone, Default)]
+pub struct Proof {
+    pub secret_hash: Option<Vec<u8>>,
+    pub token_hash: Option<Vec<u8>>,
+}
+
+/// The order's tickets, when `proof` matches the order (none otherwise).
+pub async fn tickets(
+    db: &PgPool,
+    order_id: OrderId,
+    proof: &Proof,
+) -> Result<Vec<Ticket>, AppError> {
+    if proof.secret_hash.is_none() && proof.token_hash.is_none() {
+        return Ok(Vec::new());
+    }
     Ok(sqlx::query_as!(
         Ticket,
-        "SELECT position, code FROM tickets WHERE order_id = $1 ORDER BY position",
-        order_id.get()
+        "SELECT t.position, t.code FROM tickets t JOIN orders o ON o.id = t.order_id
+         WHERE t.order_id = $1
+           AND (o.cancel_secret_hash = $2 OR o.confirm_token_hash = $3)
+         ORDER BY t.position",
+        order_id.get(),
+        proof.secret_hash.as_deref(),
+        proof.token_hash.as_deref(),
     )
     .fetch_all(db)
     .await?)

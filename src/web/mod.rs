@@ -77,13 +77,19 @@ pub fn app(state: AppState) -> Router {
         .route("/events/{id}/queue/prequeue.json", get(queue::prequeue))
         .route("/orders/{id}", get(pages::order))
         .route("/orders/{id}/cancel", post(pages::cancel))
-        .route("/orders/{id}/confirm", get(pages::confirm))
+        .route(
+            "/orders/{id}/confirm",
+            get(pages::confirm_page).post(pages::confirm),
+        )
         .route(
             "/events/{id}/waiting-list",
             limited_per_ip(post(waitlist::join), &state),
         )
         .route("/waiting-list/{id}", get(waitlist::show))
-        .route("/waiting-list/{id}/confirm", get(waitlist::confirm))
+        .route(
+            "/waiting-list/{id}/confirm",
+            get(waitlist::confirm_page).post(waitlist::confirm),
+        )
         .route("/waiting-list/{id}/leave", post(waitlist::leave))
         // Door staff, through a staff link (no account).
         .route("/door", get(door::scanner).post(door::scan));

@@ -244,6 +244,10 @@ fn secret_in(pairs: &[u8]) -> Option<CancelSecret> {
         .and_then(|(_, value)| CancelSecret::parse(&value))
 }
 
+/// `/orders/{id}[?s=secret|?t=token]`: the order. Its ticket codes show
+/// only with a proof: the cancel secret (the page the purchase led to) or
+/// the confirmation token (the link mailed to the buyer). The order id
+/// alone shows the status and no code.
 pub async fn order(
     State(state): State<AppState>,
     ctx: PageContext,
@@ -251,11 +255,17 @@ pub async fn order(
     RawQuery(query): RawQuery,
 ) -> Result<Markup, AppError> {
     let order_id: OrderId = parse_id(&id)?;
-    let secret = secret_in(query.unwrap_or_default().as_bytes());
+    let query = query.unwrap_or_default();
+    let secret = secret_in(query.as_bytes());
+    let token = token_in(query.as_bytes());
+    let proof = db::orders::Proof {
+        secret_hash: secret.as_ref().map(CancelSecret::hash),
+        token_hash: token.as_ref().map(ConfirmToken::hash),
+    };
     let (order, context, tickets) = tokio::try_join!(
         sale::find_by_id(&state.db, order_id),
         db::orders::context(&state.db, order_id),
-        db::orders::tickets(&state.db, order_id)
+        db::orders::tickets(&state.db, order_id, &proof)
     )?;
     let order = order.ok_or(AppError::NotFound)?;
     Ok(views::orders::page(
@@ -268,24 +278,56 @@ pub async fn order(
     ))
 }
 
-/// `/orders/{id}/confirm?t=token`: the link from a held order's mail. It
-/// confirms once; a second click lands on the confirmed order too. A link
-/// that arrives after the hold ended says so (410), and so does a race
-/// lost to the sweeper.
+/// `t` from a query string or form, as a confirmation token.
+fn token_in(pairs: &[u8]) -> Option<ConfirmToken> {
+    form_urlencoded::parse(pairs)
+        .find(|(key, _)| key == "t")
+        .and_then(|(_, value)| ConfirmToken::parse(&value))
+}
+
+/// `GET /orders/{id}/confirm?t=token`: the link from a held order's mail
+/// opens a page whose button confirms; the GET (and a HEAD, and a mail
+/// scanner's fetch) changes nothing.
+pub async fn confirm_page(
+    ctx: PageContext,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Markup, AppError> {
+    let order_id: OrderId = parse_id(&id)?;
+    let token = token_in(query.unwrap_or_default().as_bytes()).ok_or(AppError::Forbidden(
+        "This confirmation link is not valid for this order.",
+    ))?;
+    Ok(views::mailed_link::page(
+        &ctx,
+        &views::mailed_link::MailedLink {
+            title: "Confirm your tickets",
+            explanation: "Your tickets are held for you until you confirm. Confirm now to get them.",
+            action: format!("/orders/{order_id}/confirm"),
+            token: &token,
+            button: "Confirm my tickets",
+        },
+    ))
+}
+
+/// `POST /orders/{id}/confirm` (the button of `confirm_page`, `t` in the
+/// form): confirms once; a second press lands on the confirmed order too.
+/// A press after the hold ended says so (410), and so does a race lost to
+/// the sweeper. The order page it leads to carries the token: the buyer
+/// proved the mailbox, so the codes show.
 pub async fn confirm(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    RawQuery(query): RawQuery,
+    fields: FormFields,
 ) -> Result<Redirect, AppError> {
     let order_id: OrderId = parse_id(&id)?;
-    let token = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
-        .find(|(key, _)| key == "t")
-        .and_then(|(_, value)| ConfirmToken::parse(&value))
-        .ok_or(AppError::Forbidden(
-            "This confirmation link is not valid for this order.",
-        ))?;
+    let token = ConfirmToken::parse(fields.get("t")).ok_or(AppError::Forbidden(
+        "This confirmation link is not valid for this order.",
+    ))?;
     sale::confirm(&state.db, state.clock.now(), order_id, &token).await?;
-    Ok(Redirect::to(&order_url(order_id, None)))
+    Ok(Redirect::to(&format!(
+        "/orders/{order_id}?t={}",
+        token.as_str()
+    )))
 }
 
 /// The buyer's cancel: the form carries the secret from the page's URL.

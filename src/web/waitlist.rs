@@ -13,7 +13,7 @@ use super::{
     AppState,
     extract::{FormFields, PageContext, parse_id},
     views::{
-        FormError,
+        self, FormError,
         waitlist::{self as view, JoinForm},
     },
 };
@@ -96,15 +96,40 @@ fn parse(form: &JoinForm) -> Result<(TicketTypeId, Email, Quantity), InvalidFiel
     Ok((ticket_type_id, email, quantity))
 }
 
-/// `GET /waiting-list/{id}/confirm?t=`: the link from the mail takes the
-/// place in line (once; a second click shows the place).
+/// `GET /waiting-list/{id}/confirm?t=`: the link from the mail opens a
+/// page whose button takes the place; the GET itself (a mail scanner's
+/// fetch, a HEAD) changes nothing.
+pub async fn confirm_page(
+    ctx: PageContext,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Markup, AppError> {
+    let entry_id: WaitlistEntryId = parse_id(&id)?;
+    let token = token_in(&query.unwrap_or_default())?;
+    Ok(views::mailed_link::page(
+        &ctx,
+        &views::mailed_link::MailedLink {
+            title: "Confirm your place on the waiting list",
+            explanation: "Confirm this address to take your place in line; \
+                          tickets that come back are offered in that order.",
+            action: format!("/waiting-list/{entry_id}/confirm"),
+            token: &token,
+            button: "Take my place in line",
+        },
+    ))
+}
+
+/// `POST /waiting-list/{id}/confirm` (`t` in the form): takes the place in
+/// line (once; a second press shows the place).
 pub async fn confirm(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    RawQuery(query): RawQuery,
+    fields: FormFields,
 ) -> Result<Redirect, AppError> {
     let entry_id: WaitlistEntryId = parse_id(&id)?;
-    let token = token_in(&query.unwrap_or_default())?;
+    let token = ConfirmToken::parse(fields.get("t")).ok_or(AppError::Forbidden(
+        "This link is not valid for this place on the waiting list.",
+    ))?;
     db::waitlist::confirm(&state.db, state.clock.now(), entry_id, &token).await?;
     Ok(Redirect::to(&entry_url(entry_id, &token)))
 }

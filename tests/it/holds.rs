@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::{
     TestApp, TicketSpec, assert_invariants,
     holds::{burst, engine, hold_for, messages, sweep},
-    now, pool, published_event,
+    mailed_link, now, pool, published_event,
     purchase::purchase_request,
     smtp::Sink,
 };
@@ -297,23 +297,47 @@ async fn the_confirmation_mail_arrives_and_its_link_confirms_once(
     assert_ne!(stored, token.as_bytes());
     assert_eq!(stored, key.token(order_id.into()).hash());
 
+    // Opening the link (a mail scanner's GET or HEAD) confirms nothing.
+    for _ in 0..3 {
+        let resp = app.client.get(app.url(path)).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let resp = app.client.head(app.url(path)).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    assert_eq!(status_of(&pool, order_id.into()).await, "held");
+    assert!(messages(&pool, "order.confirmed").await.is_empty());
+
     // A wrong token confirms nothing.
     let forged = format!("/orders/{order_id}/confirm?t={}", "A".repeat(43));
-    let resp = app.client.get(app.url(&forged)).send().await.unwrap();
+    let resp = mailed_link::press(&app, &forged).await;
+    assert_eq!(resp.status(), 403);
+    assert_eq!(status_of(&pool, order_id.into()).await, "held");
+    // Nor does the POST without the CSRF field (a cross-site form).
+    let resp = app
+        .client
+        .post(app.url(&format!("/orders/{order_id}/confirm")))
+        .form(&[("t", token)])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 403);
     assert_eq!(status_of(&pool, order_id.into()).await, "held");
 
-    // The link confirms; a second click lands on the same order.
+    // The page's button confirms; a second press lands on the same order,
+    // whose page the token opens with the codes.
     for _ in 0..2 {
-        let resp = app.client.get(app.url(path)).send().await.unwrap();
+        let resp = mailed_link::press(&app, path).await;
         assert_eq!(resp.status(), 303);
-        assert_eq!(resp.headers()["location"], format!("/orders/{order_id}"));
+        assert_eq!(
+            resp.headers()["location"],
+            format!("/orders/{order_id}?t={token}")
+        );
     }
     assert_eq!(status_of(&pool, order_id.into()).await, "confirmed");
     assert_eq!(messages(&pool, "order.confirmed").await, [(order_id, 1)]);
     let page = app
         .client
-        .get(app.url(&format!("/orders/{order_id}")))
+        .get(app.url(&format!("/orders/{order_id}?t={token}")))
         .send()
         .await
         .unwrap();
@@ -322,6 +346,17 @@ async fn the_confirmation_mail_arrives_and_its_link_confirms_once(
         page.contains("You have 2 tickets") && page.contains("Your tickets"),
         "{page}"
     );
+    // Whoever has only the order id sees the order, not the codes.
+    let page = app
+        .client
+        .get(app.url(&format!("/orders/{order_id}")))
+        .send()
+        .await
+        .unwrap();
+    let page = page.text().await.unwrap();
+    assert!(page.contains("You have 2 tickets"), "{page}");
+    assert!(!page.contains("Your tickets"), "{page}");
+    assert!(!page.contains("ticket-code"), "{page}");
     assert_invariants(&pool).await;
 
     // Another instance's mailer, and this one restarted, send nothing again.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::{
     TestApp, TicketSpec, assert_invariants,
     holds::{burst, engine, hold_for, messages, sweep},
-    now, pool, published_event,
+    mailed_link, now, pool, published_event,
     purchase::purchase_request,
     remaining, set_capacity,
     smtp::Sink,
@@ -546,16 +546,15 @@ async fn a_buyer_joins_from_the_page_confirms_by_mail_and_gets_the_returned_tick
         confirm_path.split("t=").next().unwrap(),
         "A".repeat(43)
     );
-    assert_eq!(
-        app.client
-            .get(app.url(&forged))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        403
-    );
-    let confirmed = app.client.get(app.url(&confirm_path)).send().await.unwrap();
+    assert_eq!(mailed_link::press(&app, &forged).await.status(), 403);
+    // Opening the link (a mail scanner's fetch) takes no place in line.
+    mailed_link::open(&app, &confirm_path).await;
+    let place: String = sqlx::query_scalar("SELECT status FROM waitlist_entries")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(place, "unconfirmed");
+    let confirmed = mailed_link::press(&app, &confirm_path).await;
     assert_eq!(confirmed.status(), 303);
     let place_page = common::location(&confirmed);
     let page = app.client.get(app.url(&place_page)).send().await.unwrap();
@@ -581,8 +580,16 @@ async fn a_buyer_joins_from_the_page_confirms_by_mail_and_gets_the_returned_tick
     );
     let link = offer.line_starting("http://tickets.test/orders/").unwrap();
     let offer_path = link.strip_prefix("http://tickets.test").unwrap().to_owned();
+    mailed_link::open(&app, &offer_path).await;
+    let held: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM orders WHERE email = 'bea@example.org' AND status = 'held'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(held, 1, "opening the offer's link confirmed it");
     for _ in 0..2 {
-        let resp = app.client.get(app.url(&offer_path)).send().await.unwrap();
+        let resp = mailed_link::press(&app, &offer_path).await;
         assert_eq!(resp.status(), 303);
     }
     let page = app.client.get(app.url(&place_page)).send().await.unwrap();

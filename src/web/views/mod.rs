@@ -7,6 +7,7 @@ mod chart;
 pub mod dashboard;
 pub mod door;
 pub mod events;
+pub mod mailed_link;
 pub mod orders;
 pub mod organizer;
 pub mod presale;

@@ -11,8 +11,9 @@ use crate::{
 };
 
 /// The order page. `secret` is the cancel secret from the page's URL
-/// (`?s=`): without it there is no cancel button. A held order shows when
-/// its hold ends, and no tickets.
+/// (`?s=`): without it there is no cancel button. `tickets` is empty
+/// unless the visitor proved the order (`db::orders::tickets`). A held
+/// order shows when its hold ends, and no tickets.
 pub fn page(
     ctx: &PageContext,
     order: &Order,
@@ -87,7 +88,13 @@ pub fn page(
                         (cancel_form(ctx, order, secret, "Release these tickets"))
                     }
                 }
-                @if confirmed {
+                @if confirmed && tickets.is_empty() {
+                    p.hint {
+                        "The ticket codes show to whoever proves this order: open it from the page "
+                        "you reached when you bought, or from the link we mailed to you."
+                    }
+                }
+                @if confirmed && !tickets.is_empty() {
                     h2 { "Your tickets" }
                     p.hint { "Show one code per person at the door, on screen or printed." }
                     ol.tickets {

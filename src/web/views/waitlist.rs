@@ -157,7 +157,7 @@ pub fn entry_page(
                             },
                             Some(OrderStatus::Confirmed) => p.notice.success role="status" {
                                 "Your order from the waiting list is confirmed: "
-                                a href={ "/orders/" (order_id) } { "see your tickets" } "."
+                                a href={ "/orders/" (order_id) "?t=" (token.as_str()) } { "see your tickets" } "."
                             },
                             Some(OrderStatus::Expired) => p.notice role="status" {
                                 "Tickets were offered to you, and the offer ended unconfirmed; they went to the next person in line."

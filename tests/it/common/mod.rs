@@ -9,6 +9,7 @@ pub mod forms;
 pub mod gate;
 pub mod holds;
 pub mod locks;
+pub mod mailed_link;
 pub mod organizer;
 pub mod process;
 pub mod purchase;

@@ -320,10 +320,12 @@ fn tickets_on_page(html: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn order_page(app: &TestApp, order_id: Uuid) -> String {
+/// The order page as its buyer sees it: with the cancel secret the
+/// purchase returned (the codes show only with a proof).
+async fn order_page(app: &TestApp, order_id: Uuid, secret: &str) -> String {
     let resp = app
         .client
-        .get(app.url(&format!("/orders/{order_id}")))
+        .get(app.url(&format!("/orders/{order_id}?s={secret}")))
         .send()
         .await
         .unwrap();
@@ -339,7 +341,7 @@ async fn the_order_page_shows_one_ticket_per_seat_with_a_distinct_code_and_a_qr_
     let (order, secret) =
         api_buy_with_secret(&app, fixture.ticket_type_id(), 3, "ada@example.org").await;
 
-    let page = order_page(&app, order).await;
+    let page = order_page(&app, order, &secret).await;
     let tickets = tickets_on_page(&page);
     assert_eq!(tickets.len(), 3, "{page}");
     for n in 1..=3 {
@@ -361,6 +363,20 @@ async fn the_order_page_shows_one_ticket_per_seat_with_a_distinct_code_and_a_qr_
     );
     assert_eq!(codes, ticket_codes(&pool, order).await);
 
+    // The order id alone, or a wrong secret, shows the order and no code.
+    for path in [
+        format!("/orders/{order}"),
+        format!("/orders/{order}?s={}", "A".repeat(43)),
+        format!("/orders/{order}?t={}", "A".repeat(43)),
+    ] {
+        let page = page_text(&app, &path).await;
+        assert!(page.contains("You have 3 tickets"), "{page}");
+        assert!(tickets_on_page(&page).is_empty(), "{path}: {page}");
+        for code in &codes {
+            assert!(!page.contains(&code[..8]), "{path}: {page}");
+        }
+    }
+
     let mut images = BTreeSet::new();
     for (code, src) in &tickets {
         let data = src
@@ -380,7 +396,7 @@ async fn the_order_page_shows_one_ticket_per_seat_with_a_distinct_code_and_a_qr_
         .post_form(&format!("/orders/{order}/cancel"), &[("s", &secret)])
         .await;
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
-    let page = order_page(&app, order).await;
+    let page = order_page(&app, order, &secret).await;
     assert!(tickets_on_page(&page).is_empty(), "{page}");
     assert!(!page.contains("ticket-code"), "{page}");
     assert!(!page.contains("data:image/svg+xml"), "{page}");
@@ -405,8 +421,9 @@ async fn ticket_codes_are_unique_across_orders(pool: PgPool) {
     let mut all = Vec::new();
     for i in 0..8 {
         let tt = fixture.ticket_type_ids[i % 2];
-        let order = api_buy(&app, tt, 1 + (i as i64 % 4), &format!("b{i}@example.org")).await;
-        let shown: Vec<String> = tickets_on_page(&order_page(&app, order).await)
+        let (order, secret) =
+            api_buy_with_secret(&app, tt, 1 + (i as i64 % 4), &format!("b{i}@example.org")).await;
+        let shown: Vec<String> = tickets_on_page(&order_page(&app, order, &secret).await)
             .into_iter()
             .map(|(code, _)| code)
             .collect();
