@@ -15,6 +15,13 @@
 //!   permutation starts from, and the teardown that removes them; added to
 //!   every spec (which therefore has no teardown of its own).
 //!
+//! - An `ERROR` in a permutation's output is part of the spec, never an
+//!   accident in a regenerated file: the spec declares it on a comment line
+//!   right above the permutation, `# expect-error: <message>` (one line per
+//!   error, in order). The runner fails when the tester's output (and the
+//!   expected file) holds an error that is not declared there, or lacks one
+//!   that is, also when the expected outputs are being rewritten.
+//!
 //! `STAMPEDE_UPDATE_ISOLATION=1` rewrites the expected outputs from what the
 //! specs print (read the diff before committing it);
 //! `STAMPEDE_ISOLATION_SPECS=a,b` runs only those specs;
@@ -182,6 +189,76 @@ fn specs() -> Vec<String> {
     names
 }
 
+/// The errors a spec declares, by permutation (its steps joined by spaces):
+/// the `# expect-error: MESSAGE` lines right above each `permutation` line.
+fn declared_errors(spec: &str) -> Result<Vec<(String, Vec<String>)>, String> {
+    let mut declared = Vec::new();
+    let mut pending: Vec<String> = Vec::new();
+    for line in spec.lines() {
+        let line = line.trim();
+        if let Some(message) = line.strip_prefix("# expect-error:") {
+            pending.push(message.trim().to_owned());
+        } else if let Some(steps) = line.strip_prefix("permutation ") {
+            let steps = steps.split_whitespace().collect::<Vec<_>>().join(" ");
+            declared.push((steps, std::mem::take(&mut pending)));
+        } else if !pending.is_empty() && !line.starts_with('#') {
+            return Err(format!(
+                "`# expect-error: {}` is not directly above a permutation",
+                pending[0]
+            ));
+        }
+    }
+    if let Some(message) = pending.first() {
+        return Err(format!(
+            "`# expect-error: {message}` is not directly above a permutation"
+        ));
+    }
+    Ok(declared)
+}
+
+/// The `ERROR:` lines of a tester output, by permutation, in order.
+fn printed_errors(output: &str) -> Vec<(String, Vec<String>)> {
+    let mut printed: Vec<(String, Vec<String>)> = Vec::new();
+    for line in output.lines() {
+        if let Some(steps) = line.strip_prefix("starting permutation: ") {
+            let steps = steps.split_whitespace().collect::<Vec<_>>().join(" ");
+            printed.push((steps, Vec::new()));
+        } else if let Some(message) = line.strip_prefix("ERROR:") {
+            let message = message.trim().to_owned();
+            match printed.last_mut() {
+                Some((_, errors)) => errors.push(message),
+                None => printed.push((String::new(), vec![message])),
+            }
+        }
+    }
+    printed
+}
+
+/// `Err` naming every error that `output` prints but the spec does not
+/// declare for that permutation, and every declared error it does not print.
+fn check_errors(spec: &str, output: &str, what: &str) -> Result<(), String> {
+    let declared = declared_errors(spec)?;
+    let mut problems = Vec::new();
+    for (steps, errors) in printed_errors(output) {
+        let expected = declared
+            .iter()
+            .find(|(declared_steps, _)| *declared_steps == steps)
+            .map(|(_, errors)| errors.as_slice())
+            .unwrap_or_default();
+        if errors != expected {
+            problems.push(format!(
+                "permutation `{steps}`: {what} prints errors {errors:?}, the spec declares {expected:?} \
+                 (declare an expected one as `# expect-error: MESSAGE` above the permutation)"
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
 /// Run one spec in its own database; `Err` with the diff when it fails.
 fn run_spec(name: &str, database: &str, work: &Path, statements: &str) -> Result<(), String> {
     let input = work.join(name);
@@ -191,9 +268,9 @@ fn run_spec(name: &str, database: &str, work: &Path, statements: &str) -> Result
     // Every permutation starts from the fixtures and ends with a reset.
     let fixtures = fs::read_to_string(root().join("tests/isolation/fixtures.sql")).unwrap();
     let reset = fs::read_to_string(root().join("tests/isolation/reset.sql")).unwrap();
-    let body = fs::read_to_string(root().join(format!("tests/isolation/specs/{name}.spec")))
-        .unwrap()
-        .replace("@statements", statements);
+    let declared =
+        fs::read_to_string(root().join(format!("tests/isolation/specs/{name}.spec"))).unwrap();
+    let body = declared.replace("@statements", statements);
     let spec = format!("setup {{\n{fixtures}}}\nteardown {{\n{reset}}}\n{body}");
     fs::write(input.join(format!("specs/{name}.spec")), spec).unwrap();
     let expected = root().join(format!("tests/isolation/expected/{name}.out"));
@@ -216,10 +293,20 @@ fn run_spec(name: &str, database: &str, work: &Path, statements: &str) -> Result
         .output()
         .unwrap();
     let actual = input.join(format!("out/results/{name}.out"));
+    // An undeclared error fails the spec whatever the diff says: in the
+    // expected file (a regenerated output that recorded an accident) and in
+    // what the tester printed now (also when rewriting the expected files).
+    let undeclared = |output: &Path, what: &str| {
+        fs::read_to_string(output)
+            .map_or(Ok(()), |text| check_errors(&declared, &text, what))
+            .map_err(|problems| format!("isolation spec {name}: undeclared errors\n{problems}"))
+    };
+    undeclared(&actual, "the tester's output")?;
     if std::env::var_os("STAMPEDE_UPDATE_ISOLATION").is_some_and(|v| v == "1") && actual.is_file() {
         fs::copy(&actual, &expected).unwrap();
         return Ok(());
     }
+    undeclared(&expected, &format!("tests/isolation/expected/{name}.out"))?;
     if output.status.success() {
         return Ok(());
     }
@@ -267,4 +354,65 @@ async fn every_sale_path_interleaving_keeps_the_invariants() {
         work.display(),
         failures.join("\n\n")
     );
+}
+
+/// The runner's own check, on outputs shaped like the tester's.
+mod declared_errors {
+    use super::check_errors;
+
+    const SPEC: &str = "\
+session s
+step a { SELECT 1; }
+step b { SELECT 2; }
+# Both succeed.
+permutation a b
+# The second fails on its own constraint.
+# expect-error: new row violates check constraint \"x\"
+permutation b a
+";
+
+    fn output(first: &str, second: &str) -> String {
+        format!(
+            "Parsed test spec with 1 sessions\n\n\
+             starting permutation: a b\nstep a: SELECT 1;\n{first}\n\n\
+             starting permutation: b a\nstep b: SELECT 2;\n{second}\nstep a: SELECT 1;\n"
+        )
+    }
+
+    #[test]
+    fn a_declared_error_passes() {
+        let out = output("", "ERROR:  new row violates check constraint \"x\"");
+        assert_eq!(check_errors(SPEC, &out, "out"), Ok(()));
+    }
+
+    #[test]
+    fn an_error_in_a_permutation_that_declares_none_fails() {
+        // The shape of the regenerated publish.out: a statement called with
+        // the wrong number of parameters, recorded as the expected output.
+        let out = output(
+            "ERROR:  wrong number of parameters for prepared statement \"events_save\"",
+            "ERROR:  new row violates check constraint \"x\"",
+        );
+        let err = check_errors(SPEC, &out, "out").unwrap_err();
+        assert!(err.contains("permutation `a b`"), "{err}");
+        assert!(err.contains("events_save"), "{err}");
+    }
+
+    #[test]
+    fn a_declared_error_that_does_not_happen_fails() {
+        let err = check_errors(SPEC, &output("", ""), "out").unwrap_err();
+        assert!(err.contains("permutation `b a`"), "{err}");
+    }
+
+    #[test]
+    fn another_error_than_the_declared_one_fails() {
+        let out = output("", "ERROR:  deadlock detected");
+        assert!(check_errors(SPEC, &out, "out").is_err());
+    }
+
+    #[test]
+    fn a_declaration_not_above_a_permutation_is_refused() {
+        let spec = "# expect-error: x\nstep a { SELECT 1; }\npermutation a\n";
+        assert!(check_errors(spec, "", "out").is_err());
+    }
 }
