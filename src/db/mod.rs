@@ -9,6 +9,7 @@ pub mod order_sync;
 pub mod orders;
 pub mod organizers;
 pub mod outbox;
+pub mod pause;
 pub mod presale;
 pub mod waitlist;
 pub mod webhooks;

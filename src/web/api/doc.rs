@@ -63,6 +63,8 @@ use crate::web::{error::ErrorBody, extract::PageContext, views};
         super::organizer::create_ticket_type,
         super::organizer::update_ticket_type,
         super::organizer::delete_ticket_type,
+        super::pause::pause,
+        super::pause::resume,
         super::organizer::list_orders,
         super::organizer::get_order,
         super::organizer::cancel_order,

@@ -10,6 +10,7 @@ pub mod checkin;
 pub mod doc;
 mod organizer;
 mod organizer_wire;
+mod pause;
 mod presale;
 mod rate_limit;
 pub(crate) mod waiting_room;

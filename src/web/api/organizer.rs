@@ -51,6 +51,14 @@ pub fn routes() -> Router<AppState> {
             &format!("{EVENT}/ticket-types/{{tt}}"),
             patch(update_ticket_type).delete(delete_ticket_type),
         )
+        .route(
+            &format!("{EVENT}/ticket-types/{{tt}}/pause"),
+            post(super::pause::pause),
+        )
+        .route(
+            &format!("{EVENT}/ticket-types/{{tt}}/resume"),
+            post(super::pause::resume),
+        )
         .route(&format!("{EVENT}/orders"), get(list_orders))
         .route(&format!("{EVENT}/stats"), get(stats))
         .route(&format!("{EVENT}/stats/sales"), get(sales_per_minute))

@@ -23,5 +23,6 @@ mod openapi;
 mod organizer_api;
 mod organizer_bounds;
 mod organizer_pages;
+mod pause;
 mod plain_text;
 mod site;

@@ -77,6 +77,16 @@ fn routes(fixture: &Fixture, order_id: Uuid) -> Vec<(Method, String, Option<Valu
             Some(json!({"capacity": 99})),
         ),
         (Method::DELETE, format!("{event}/ticket-types/{tt}"), None),
+        (
+            Method::POST,
+            format!("{event}/ticket-types/{tt}/pause"),
+            None,
+        ),
+        (
+            Method::POST,
+            format!("{event}/ticket-types/{tt}/resume"),
+            None,
+        ),
         (Method::GET, format!("{event}/orders"), None),
         (Method::GET, format!("{event}/stats"), None),
         (Method::GET, format!("{event}/stats/sales"), None),
