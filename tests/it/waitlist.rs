@@ -732,3 +732,78 @@ async fn crosswise_cancels_whose_offers_meet_each_other_both_go_through(
     }
     assert_invariants(&pool).await;
 }
+
+#[sqlx::test]
+async fn one_address_joins_at_most_five_lists_an_hour_so_the_lists_cannot_flood_a_mailbox(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let pool = pool(connect, 5).await;
+    let key = ConfirmKey::random();
+    let sales = engine(&pool, &key);
+    let t0 = now();
+    let mut sold_out = Vec::new();
+    for i in 0..6 {
+        let fixture = published_event(&pool, &[TicketSpec::new(1, 1, 1)]).await;
+        let (sold, _) = burst(&sales, fixture.ticket_type_id(), t0, &format!("fan{i}-"), 1).await;
+        assert_eq!(sold.len(), 1);
+        sold_out.push(fixture);
+    }
+    let joins_of = |email: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM outbox WHERE kind = 'waitlist.joined' AND payload->>'email' = $1",
+            )
+            .bind(email)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    for (i, fixture) in sold_out[..5].iter().enumerate() {
+        let at = t0 + Span::minutes(i as i64);
+        let joined = try_join(&pool, &key, fixture, "victim@example.org", 1, at).await;
+        assert!(matches!(joined, Ok(Joined::New(_))), "{joined:?}");
+    }
+    // The sixth list, ten minutes after the first join, in another spelling
+    // of the address: refused with the real wait, and nothing written.
+    let refused = try_join(
+        &pool,
+        &key,
+        &sold_out[5],
+        "Victim@Example.org",
+        1,
+        t0 + Span::minutes(10),
+    )
+    .await;
+    match refused {
+        Err(AppError::TooManyRequests { retry_after_secs }) => {
+            assert_eq!(retry_after_secs, 50 * 60);
+        }
+        other => panic!("expected 429, got {other:?}"),
+    }
+    assert_eq!(joins_of("victim@example.org").await, 5);
+    let places: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM waitlist_entries WHERE ticket_type_id = $1")
+            .bind(sold_out[5].ticket_type_id())
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(places, 0);
+    // Another address is not held up.
+    let other = try_join(&pool, &key, &sold_out[5], "other@example.org", 1, t0).await;
+    assert!(matches!(other, Ok(Joined::New(_))), "{other:?}");
+    // An hour after its first join, the address may join one more list.
+    let later = try_join(
+        &pool,
+        &key,
+        &sold_out[5],
+        "victim@example.org",
+        1,
+        t0 + Span::hours(1) + Span::seconds(1),
+    )
+    .await;
+    assert!(matches!(later, Ok(Joined::New(_))), "{later:?}");
+    assert_eq!(joins_of("victim@example.org").await, 6);
+}

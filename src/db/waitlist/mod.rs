@@ -33,6 +33,11 @@ use crate::{
 /// join of the same address replaces it.
 pub const UNCONFIRMED_FOR: time::Duration = time::Duration::hours(1);
 
+/// Joins (each one a mail) one address may make across every waiting list
+/// per [`JOINS_PER_ADDRESS_WINDOW`]; beyond, 429 with the real wait.
+pub const JOINS_PER_ADDRESS: i64 = 5;
+pub const JOINS_PER_ADDRESS_WINDOW: time::Duration = time::Duration::hours(1);
+
 /// What joining did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Joined {
@@ -89,6 +94,18 @@ pub async fn join(
     let entry_id = WaitlistEntryId::from(Uuid::new_v4());
     let token_hash = key.waitlist_token(entry_id).hash();
     let buyer = crate::domain::BuyerKey::from(email);
+    // Each join mails the address: a cap per address and hour across every
+    // list, so that the lists cannot be used to flood someone's mailbox.
+    let since = now - JOINS_PER_ADDRESS_WINDOW;
+    let recent = sqlx::query_file!("sql/waitlist/recent_joins.sql", buyer.as_str(), since)
+        .fetch_one(db)
+        .await?;
+    if recent.joins >= JOINS_PER_ADDRESS {
+        let free_at = recent.oldest.unwrap_or(now) + JOINS_PER_ADDRESS_WINDOW;
+        return Err(AppError::TooManyRequests {
+            retry_after_secs: (free_at - now).as_seconds_f64().ceil().max(1.0) as u64,
+        });
+    }
     // A place whose mail was never followed does not block its address
     // for good (a lost mail, or someone else typing it): after an hour, a
     // new join replaces it, with a new mail.
