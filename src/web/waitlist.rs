@@ -5,6 +5,7 @@
 use axum::{
     Extension,
     extract::{Path, RawQuery, State},
+    http::HeaderMap,
     response::{IntoResponse, Redirect, Response},
 };
 use maud::Markup;
@@ -12,6 +13,7 @@ use maud::Markup;
 use super::{
     AppState,
     extract::{FormFields, PageContext, parse_id},
+    queue,
     views::{
         self, FormError,
         waitlist::{self as view, JoinForm},
@@ -48,6 +50,7 @@ pub async fn join(
     State(state): State<AppState>,
     ctx: PageContext,
     Path(id): Path<String>,
+    headers: HeaderMap,
     fields: FormFields,
 ) -> Result<Response, AppError> {
     let event_id: EventId = parse_id(&id)?;
@@ -61,7 +64,9 @@ pub async fn join(
         .events
         .published(&state.db, &state.sales, event_id)
         .await?;
+    let pass = queue::cookie(&headers, &queue::pass_cookie(event_id));
     let result = match parse(&form) {
+        Ok(_) if let Err(err) = check_admitted(&state, event_id, pass).await => Err(err),
         Ok((ticket_type_id, email, quantity)) => db::waitlist::join(
             &state.db,
             state.sales.confirm_key(),
@@ -86,6 +91,22 @@ pub async fn join(
     let mut response = (err.status(), view::join_page(&ctx, &detail, &form)).into_response();
     super::error::add_headers(&err, &mut response);
     Ok(response)
+}
+
+/// An event behind a waiting room lets only buyers the room admitted join
+/// its lists (the pass cookie, as for a purchase): a returned ticket goes
+/// to the list first, so the list must not be a way round the room.
+async fn check_admitted(
+    state: &AppState,
+    event_id: EventId,
+    pass: Option<&str>,
+) -> Result<(), AppError> {
+    let now = state.clock.now();
+    let rooms = state.sales.rooms();
+    if rooms.active(&state.db, event_id, now).await?.is_some() {
+        rooms.key().check_pass(event_id, pass, now)?;
+    }
+    Ok(())
 }
 
 fn parse(form: &JoinForm) -> Result<(TicketTypeId, Email, Quantity), InvalidField> {

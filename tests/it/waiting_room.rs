@@ -1439,3 +1439,111 @@ fn figure_in(page: &str, name: &str) -> String {
     let start = page.find(&marker).unwrap() + marker.len();
     page[start..].split('<').next().unwrap().to_owned()
 }
+
+/// Issue 34: the waiting list of an event behind a waiting room is no way
+/// round the room. A returned ticket goes to the list first, so joining it
+/// needs the room's pass, as buying does; refusals write nothing.
+#[sqlx::test]
+async fn joining_a_waiting_list_behind_a_room_needs_a_pass(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(1, 1, 1)]).await;
+    let event_id = EventId::from(fixture.event_id);
+    let tt = fixture.ticket_type_id();
+    // Sold out before the room is switched on, so that no pass is needed
+    // to sell the seat.
+    common::api_buy(
+        &TestApp::spawn(pool.clone()).await,
+        tt,
+        1,
+        "first@example.org",
+    )
+    .await;
+    waiting_room::save(&pool, event_id, &settings(60))
+        .await
+        .unwrap();
+    let key = RoomKey::random();
+    let clock = ManualClock::new(now());
+    let state = AppState::new(pool.clone())
+        .with_clock(clock.clone())
+        .with_list_cache_ttl(StdDuration::ZERO)
+        .with_rooms(common::test_rooms(key.clone(), 10));
+    let app = TestApp::spawn_state(pool.clone(), clock.clone(), state).await;
+    let path = format!("/events/{event_id}/waiting-list");
+    let join = |email: &'static str, pass: Option<String>| {
+        let app = &app;
+        let path = &path;
+        async move {
+            let mut cookies = common::forms::csrf_cookie();
+            if let Some(pass) = pass {
+                cookies.push_str(&format!(
+                    "; stampede_pass_{}={pass}",
+                    event_id.get().simple()
+                ));
+            }
+            app.client
+                .post(app.url(path))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .header("cookie", cookies)
+                .body(common::forms::form_body(&[
+                    ("ticket_type_id", &tt.to_string()),
+                    ("quantity", "1"),
+                    ("email", email),
+                ]))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let places = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM waitlist_entries")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+
+    let no_pass = join("bot@example.org", None).await;
+    assert_eq!(no_pass.status(), StatusCode::FORBIDDEN);
+    let page = no_pass.text().await.unwrap();
+    assert!(
+        page.contains("value=\"bot@example.org\""),
+        "the form comes back: {page}"
+    );
+    let forged = key_of_another_deployment_pass(event_id, clock.now());
+    assert_eq!(
+        join("bot@example.org", Some(forged)).await.status(),
+        StatusCode::FORBIDDEN
+    );
+    let expired = key
+        .pass(
+            event_id,
+            QueueEntryId::from(Uuid::new_v4()),
+            clock.now() - Duration::seconds(1),
+        )
+        .to_string();
+    assert_eq!(
+        join("bot@example.org", Some(expired)).await.status(),
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(places().await, 0);
+
+    let pass = key
+        .pass(
+            event_id,
+            QueueEntryId::from(Uuid::new_v4()),
+            clock.now() + Duration::minutes(5),
+        )
+        .to_string();
+    let joined = join("fan@example.org", Some(pass)).await;
+    assert_eq!(joined.status(), StatusCode::OK);
+    assert_eq!(places().await, 1);
+}
+
+/// A pass signed with a key this app does not have.
+fn key_of_another_deployment_pass(event_id: EventId, now: OffsetDateTime) -> String {
+    RoomKey::random()
+        .pass(
+            event_id,
+            QueueEntryId::from(Uuid::new_v4()),
+            now + Duration::minutes(5),
+        )
+        .to_string()
+}
