@@ -8,7 +8,6 @@
 // A test that cannot go on panics: unwrap and expect say where.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-
 mod buyers;
 mod faults;
 mod processes;
@@ -19,8 +18,7 @@ mod sold_out;
 use std::time::Duration;
 
 use crate::common::{
-    self,
-    TicketSpec, assert_invariants, database_url,
+    self, TicketSpec, assert_invariants, database_url,
     gate::{PREFIX, gated, gated_with, own_gate, setup, shared_redis},
     locks::{blocked, hold_ticket_type, lock_table, wait_until_blocked},
     now, pool,
