@@ -11,7 +11,7 @@ use stampede::{
 
 // Returns freed memory to the system promptly: each password hash takes a
 // 19 MiB buffer, which glibc would keep in the arena of whichever blocking
-// thread ran it, so resident memory grew with every log-in (see README).
+// thread ran it, so resident memory grew with every log-in (see docs/architecture.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -2,7 +2,7 @@
 //! (`pg_isolation_regress`, Debian package `postgresql-server-dev-15`): one
 //! spec per sale-path transaction, each permutation an interleaving of the
 //! statements the app runs, each ending with the invariants read from the
-//! tables. See README.md, "Isolation specs: how to read one and add one".
+//! tables. See docs/development.md, "Isolation specs".
 //!
 //! - `tests/isolation/specs/NAME.spec`: the specs. A session's
 //!   `setup { @statements }` becomes `PREPARE` of every file under `sql/`

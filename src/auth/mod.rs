@@ -66,7 +66,7 @@ impl std::fmt::Debug for NewPassword {
 /// organizers log in, so two at once is plenty. With the allocator in
 /// main.rs returning each buffer shortly after its hash ends, hashing adds
 /// at most about 4 x 19 MiB to resident memory (two buffers in use, two
-/// about to be returned), however many log-ins (README).
+/// about to be returned), however many log-ins (docs/architecture.md).
 static HASHING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(HASHING_SLOTS);
 const HASHING_SLOTS: usize = 2;
 /// How long a log-in or sign-up waits for a hashing slot before its 503.

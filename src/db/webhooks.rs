@@ -304,7 +304,7 @@ pub async fn fan_out(db: &PgPool, limit: i64) -> Result<(usize, u64), sqlx::Erro
         tx.commit().await?;
         return Ok((0, 0));
     };
-    // The body: the AMQP message's (README), whose `type`, `timestamp` and
+    // The body: the AMQP message's (docs/organizer-api.md), whose `type`, `timestamp` and
     // `data` are also Standard Webhooks' suggested shape.
     let inserted = sqlx::query!(
         "INSERT INTO webhook_deliveries (endpoint_id, message_id, kind, body, next_attempt_at)

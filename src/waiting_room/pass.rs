@@ -44,7 +44,7 @@ impl RoomKey {
     }
 
     /// A random key for this process only: passes signed by one instance
-    /// are refused by the others (see README, "Waiting room").
+    /// are refused by the others (see docs/operating.md, `--waiting-room-key`).
     pub fn random() -> Self {
         use hmac::digest::KeyInit;
         use rand::RngCore as _;

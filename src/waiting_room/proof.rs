@@ -24,8 +24,8 @@ use crate::{domain::EventId, error::AppError};
 /// Leading zero bits, unless configured: 2^18 = 262,144 SHA-256 hashes on
 /// average. `static/proof-worker.js` does ~1.2 million a second on one core
 /// of the 2-core benchmark box (V8, as in Chromium), 0.2 s; a phone's
-/// browser is some 4-5 times slower, about a second (see README, "Waiting
-/// room").
+/// browser is some 4-5 times slower, about a second (see docs/architecture.md,
+/// "The waiting room").
 pub const DEFAULT_PROOF_BITS: u32 = 18;
 
 /// The most a deployment may ask (2^32 hashes is minutes even on a laptop).

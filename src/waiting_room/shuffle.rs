@@ -7,7 +7,7 @@ use sqlx::PgPool;
 use super::{Room, load};
 use crate::{domain::EventId, error::AppError};
 
-/// The rule, in words, for pages and README.
+/// The rule, in words, for pages and docs/architecture.md.
 pub const RULE: &str = "Everyone who joins before the sale opens is in the pre-queue. At the opening \
 the pre-queue is ordered by SHA-256(seed ‖ entry id) from lowest to highest (the seed's 32 bytes \
 followed by the entry id's 16 bytes; ties, which do not happen in practice, by entry id); the \

@@ -384,7 +384,7 @@ pub struct ChallengeBody {
     rule: &'static str,
 }
 
-/// The rule of the proof of work, in words (README says the same).
+/// The rule of the proof of work, in words (docs/organizer-api.md says the same).
 pub const PROOF_RULE: &str = "Find a nonce of 1 to 20 decimal digits such that the SHA-256 of the \
 ASCII text `{challenge}.{nonce}` starts with at least `difficulty_bits` zero bits, and send that \
 text as `proof` when joining, before `expires_at`. Each solved challenge joins once.";

@@ -440,7 +440,7 @@ async fn failed_log_ins(server: &ServerProcess, first: u8, count: usize) {
 }
 
 /// What failed log-ins may add to the resident memory of the idle server,
-/// however many (README states it): at most two hashes run at once, 19 MiB
+/// however many (docs/architecture.md states it): at most two hashes run at once, 19 MiB
 /// each, and their buffers go back to the system shortly after they finish
 /// (two in use, two about to go back). Before, 100 failed log-ins added
 /// ~800 MiB.

@@ -16,6 +16,7 @@ mod http;
 
 mod burst;
 mod checkin_concurrency;
+mod docs;
 mod gate_ahead;
 mod gate_buyer_gone;
 mod gate_cluster;

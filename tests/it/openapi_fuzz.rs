@@ -7,7 +7,7 @@
 //! token against objects that exist. Schemathesis is pinned and installed
 //! by `scripts/schemathesis` (a virtualenv under ~/.cache on first use).
 //!
-//! Alone: `cargo test --test openapi_fuzz -- --nocapture`; longer or other
+//! Alone: `./scripts/test --test it openapi_fuzz`; longer or other
 //! runs with `STAMPEDE_FUZZ_EXAMPLES` (test cases per operation and phase),
 //! `STAMPEDE_FUZZ_SEED`, `STAMPEDE_FUZZ_PHASES` and `STAMPEDE_FUZZ_CHECKS`
 //! (schemathesis's `--max-examples`, `--seed`, `--phases`, `--checks`).
@@ -36,7 +36,7 @@ const PHASES: &str = "examples,coverage,fuzzing,stateful";
 /// No 5xx; status, content type, headers and body as the document says;
 /// the token is not ignored; 405 names the allowed methods. Left out: the
 /// positive/negative data checks, which flag inputs only the application's
-/// own rules refuse (README, "OpenAPI and the API fuzzer"), and the
+/// own rules refuse (docs/development.md, "The API fuzzer"), and the
 /// created-then-read checks, which the fixed path parameters below defeat
 /// (a link's new id is replaced by the seeded one).
 const CHECKS: &str = "not_a_server_error,status_code_conformance,content_type_conformance,\

@@ -59,7 +59,7 @@ pub fn section(
         section.card #webhooks {
             h2 { "Webhooks" }
             p { "Stampede POSTs each order change to your endpoints, signed per "
-                a href="https://www.standardwebhooks.com" { "Standard Webhooks" } ". See the README's Webhooks section to verify them." }
+                a href="https://www.standardwebhooks.com" { "Standard Webhooks" } ". See the Webhooks section of docs/organizer-api.md to verify them." }
             (secret_notice(new_secret))
             @if !endpoints.is_empty() {
                 table.events {

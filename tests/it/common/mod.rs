@@ -237,7 +237,7 @@ pub async fn set_capacity(
 }
 
 /// The sale invariants, from the tables, for every ticket type (see the
-/// README): stock adds up, no limit is exceeded, one order per key.
+/// docs/development.md): stock adds up, no limit is exceeded, one order per key.
 /// Returns the number of tickets sold per ticket type, in id order.
 pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
     let rows: Vec<(Uuid, i32, i32, i32, i32, i64)> = sqlx::query_as(
