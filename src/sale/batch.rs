@@ -48,7 +48,10 @@ use self::{
     rows::{Locked, Written, codes, existing_orders, holdings, write},
 };
 use super::{
-    Purchase, PurchaseRequest, replay,
+    outcome::Purchase,
+    replay::replay,
+    request::PurchaseRequest,
+    round_trips::postgres_round,
     single::{self, Locking},
     sold_out::SoldOut,
 };
@@ -362,7 +365,7 @@ impl Batcher {
             .iter()
             .map(|j| j.request.idempotency_key.as_str())
             .collect();
-        super::postgres_round("replay");
+        postgres_round("replay");
         match existing_orders(&self.db, &emails, &keys).await {
             Ok(existing) => {
                 for job in jobs {
@@ -436,7 +439,7 @@ async fn sell_batch(
     intake: Option<&mut Intake>,
 ) -> Result<Sold, AppError> {
     let waited = Instant::now();
-    super::postgres_round("batch");
+    postgres_round("batch");
     let mut tx = db.begin().await?;
     metrics::histogram!("stampede_db_pool_wait_seconds").record(waited.elapsed().as_secs_f64());
     // Nothing of this batch may commit after its earliest buyer's deadline.

@@ -108,7 +108,7 @@ use rebuild::{QUIET_RETRY, Rebuild, RebuildSlot, Rebuilt, reconcile};
 use scripts::{ADMIT, GIVE_BACK, MAY_REPLAY, REBUILD};
 use selling::Selling;
 
-use super::{PurchaseRequest, sold_out};
+use super::{request::PurchaseRequest, stock_listener};
 use crate::{
     domain::{BuyerKey, TicketTypeId},
     error::AppError,
@@ -331,7 +331,7 @@ impl Gate {
             admitted: AtomicU64::new(0),
             selling: Mutex::new(HashMap::new()),
         });
-        tokio::spawn(sold_out::listen(db, Arc::downgrade(&gate)));
+        tokio::spawn(stock_listener::listen(db, Arc::downgrade(&gate)));
         tokio::spawn(reconcile(Arc::downgrade(&gate), Arc::clone(&gate.wake)));
         let warming = Arc::downgrade(&gate);
         tokio::spawn(async move {

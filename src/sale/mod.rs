@@ -30,11 +30,18 @@ mod cancel;
 mod check;
 mod gate;
 mod holds;
+mod order;
+mod outcome;
 mod redis_baselines;
+mod replay;
+mod request;
+mod round_trips;
 mod single;
 mod sold_out;
+mod stock_listener;
+mod strategy;
 
-use std::{fmt, str::FromStr, sync::Arc, time::Duration};
+use std::{fmt, sync::Arc, time::Duration};
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
@@ -45,14 +52,16 @@ pub use cancel::{cancel, cancel_by_organizer, cancel_event};
 use gate::Admission;
 pub use gate::{Gate, GateError, GateRedis, GateSettings};
 pub use holds::{Confirmed, EXPIRE_BATCH, confirm, expire_holds, spawn_sweeper};
+pub use order::{Order, OrderRef, find, find_by_id};
+pub use outcome::Purchase;
+use replay::replay_by_key;
+pub use request::PurchaseRequest;
 use single::Locking;
 use sold_out::{Flagged, SoldOut};
+pub use strategy::Strategy;
 
 use crate::{
-    domain::{
-        CancelSecret, ConfirmKey, Email, EventId, IdempotencyKey, OrderId, OrderStatus,
-        PresaleCode, Quantity, QueueEntryId, TicketTypeId,
-    },
+    domain::{ConfirmKey, TicketTypeId},
     error::AppError,
     metric_handles::CounterByLabel,
     waiting_room::{DEFAULT_ENTRIES_PER_CLIENT, RoomKey, Rooms},
@@ -60,70 +69,6 @@ use crate::{
 
 /// Purchases by outcome: `created`, `replayed` or the refusal's code.
 static PURCHASES: CounterByLabel = CounterByLabel::new("stampede_purchases_total", "outcome");
-
-/// How purchases reach the stock row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Strategy {
-    /// Group commit per ticket type (the engine).
-    #[default]
-    Batch,
-    /// One transaction per purchase, the row locked by the final UPDATE
-    /// (for comparison only).
-    Naive,
-    /// One transaction per purchase, the row locked first with
-    /// `SELECT ... FOR UPDATE` (for comparison only).
-    ForUpdate,
-    /// A Redis counter checked with WATCH/MULTI/EXEC before `naive` (for
-    /// comparison only).
-    RedisWatch,
-    /// A Redis counter under a SETNX lock before `naive` (for comparison only).
-    RedisLock,
-}
-
-impl Strategy {
-    pub const ALL: [Self; 5] = [
-        Self::Batch,
-        Self::Naive,
-        Self::ForUpdate,
-        Self::RedisWatch,
-        Self::RedisLock,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Batch => "batch",
-            Self::Naive => "naive",
-            Self::ForUpdate => "for-update",
-            Self::RedisWatch => "redis-watch",
-            Self::RedisLock => "redis-lock",
-        }
-    }
-
-    pub fn needs_redis(self) -> bool {
-        matches!(self, Self::RedisWatch | Self::RedisLock)
-    }
-}
-
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Strategy {
-    type Err = String;
-
-    fn from_str(raw: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|s| s.as_str() == raw)
-            .ok_or_else(|| {
-                format!(
-                    "unknown sale strategy `{raw}` (batch, naive, for-update, redis-watch, redis-lock)"
-                )
-            })
-    }
-}
 
 /// The sale path, shared by every handler: the pool, the strategy, the
 /// batch queues and the sold-out flags.
@@ -157,7 +102,10 @@ impl Sales {
     /// clears sold-out flags when stock comes back.
     pub fn new(db: PgPool, strategy: Strategy, settings: EngineSettings) -> Self {
         let sold_out = Arc::new(SoldOut::new(settings.sold_out_lifetime, Some(db.clone())));
-        tokio::spawn(sold_out::listen(db.clone(), Arc::downgrade(&sold_out)));
+        tokio::spawn(stock_listener::listen(
+            db.clone(),
+            Arc::downgrade(&sold_out),
+        ));
         let confirm_key = ConfirmKey::random();
         Self {
             batcher: Arc::new(batch::Batcher::new(
@@ -542,80 +490,6 @@ impl Sales {
     }
 }
 
-/// Count one Postgres round trip of the sale path in `/metrics`
-/// (`stampede_sale_postgres_total{kind}`): `batch` and `single` are purchase
-/// transactions (they may write orders); the others (`check`, `replay`, `sold_out_check`, `sold_out_keys`,
-/// `gate_rebuild`) are reads.
-/// Benchmarks divide the purchase transactions by the tickets sold.
-fn postgres_round(kind: &'static str) {
-    metrics::counter!("stampede_sale_postgres_total", "kind" => kind).increment(1);
-}
-
-/// A validated purchase: every field already parsed into its domain type.
-#[derive(Debug, Clone)]
-pub struct PurchaseRequest {
-    /// Set when buying from an event's page: the ticket type must belong to it.
-    pub event_id: Option<EventId>,
-    pub ticket_type_id: TicketTypeId,
-    pub quantity: Quantity,
-    pub email: Email,
-    pub idempotency_key: IdempotencyKey,
-    /// The waiting room's pass as presented (cookie or API field), checked
-    /// only when the ticket type's event has its room on.
-    pub pass: Option<String>,
-    /// The entry whose pass this purchase spends: set by [`Sales::purchase`]
-    /// from the checked pass (whatever the caller put here is replaced).
-    pub queue_entry: Option<QueueEntryId>,
-    /// The presale code the buyer gave: it must unlock the ticket type, be
-    /// within its window and have uses left (checked in the transaction).
-    /// A hidden ticket type is sold only with one.
-    pub presale_code: Option<PresaleCode>,
-}
-
-/// An order row, as the sale path and the API see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Order {
-    pub id: OrderId,
-    pub ticket_type_id: TicketTypeId,
-    pub email: String,
-    pub quantity: i32,
-    pub status: OrderStatus,
-    pub unit_price_minor: i64,
-    pub currency: String,
-    pub created_at: OffsetDateTime,
-    /// A held order's deadline for its confirmation (kept after it ends).
-    pub hold_expires_at: Option<OffsetDateTime>,
-}
-
-/// The outcome of a purchase that holds tickets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Purchase {
-    /// This request wrote the order. Its cancel secret exists only here: the
-    /// table keeps its hash, so a replay cannot give it again.
-    Created {
-        order: Order,
-        cancel_secret: CancelSecret,
-    },
-    /// An earlier request with the same buyer and key did; this is its order.
-    Replayed(Order),
-}
-
-impl Purchase {
-    pub fn order(&self) -> &Order {
-        match self {
-            Self::Created { order, .. } | Self::Replayed(order) => order,
-        }
-    }
-
-    /// The cancel secret, on the answer that created the order only.
-    pub fn cancel_secret(&self) -> Option<&CancelSecret> {
-        match self {
-            Self::Created { cancel_secret, .. } => Some(cancel_secret),
-            Self::Replayed(_) => None,
-        }
-    }
-}
-
 /// One purchase in a transaction of its own (the `naive` strategy), for
 /// callers without a [`Sales`]: tests and tools. It checks no waiting-room
 /// pass (that is [`Sales::purchase`]'s door); it writes `queue_entry` as given.
@@ -629,132 +503,11 @@ pub async fn purchase(
     single::purchase(db, &ConfirmKey::random(), now, request, Locking::AtTheEnd).await
 }
 
-/// How to find one order: by its id, or by its buyer and idempotency key.
-#[derive(Debug, Clone, Copy)]
-pub enum OrderRef<'a> {
-    Id(OrderId),
-    Key(&'a Email, &'a IdempotencyKey),
-}
-
-/// The one read of an order row.
-pub async fn find(db: &PgPool, by: OrderRef<'_>) -> Result<Option<Order>, AppError> {
-    let (id, email, key) = match by {
-        OrderRef::Id(id) => (Some(id.get()), None, None),
-        OrderRef::Key(email, key) => (None, Some(email.as_str()), Some(key.as_str())),
-    };
-    Ok(
-        sqlx::query_file_as!(Order, "sql/sale/find_order.sql", id, email, key,)
-            .fetch_optional(db)
-            .await?,
-    )
-}
-
-pub async fn find_by_id(db: &PgPool, order_id: OrderId) -> Result<Option<Order>, AppError> {
-    find(db, OrderRef::Id(order_id)).await
-}
-
-/// The buyer's earlier order for this key, replayed, or "not found".
-async fn replay_by_key(db: &PgPool, request: &PurchaseRequest) -> Result<Purchase, AppError> {
-    postgres_round("replay");
-    match find(db, OrderRef::Key(&request.email, &request.idempotency_key)).await? {
-        Some(existing) => replay(existing, request),
-        None => Err(AppError::NotFound),
-    }
-}
-
-fn replay(existing: Order, request: &PurchaseRequest) -> Result<Purchase, AppError> {
-    if existing.ticket_type_id == request.ticket_type_id
-        && existing.quantity == request.quantity.get()
-    {
-        Ok(Purchase::Replayed(existing))
-    } else {
-        Err(AppError::IdempotencyConflict)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use sqlx::postgres::PgPoolOptions;
 
     use super::*;
-
-    #[test]
-    fn strategies_have_their_names() {
-        let names: Vec<String> = Strategy::ALL.iter().map(Strategy::to_string).collect();
-        assert_eq!(
-            names,
-            ["batch", "naive", "for-update", "redis-watch", "redis-lock"]
-        );
-        for strategy in Strategy::ALL {
-            assert_eq!(strategy.as_str().parse(), Ok(strategy));
-            assert_eq!(
-                strategy.needs_redis(),
-                strategy.as_str().starts_with("redis")
-            );
-        }
-        assert!("Batch".parse::<Strategy>().unwrap_err().contains("`Batch`"));
-    }
-
-    fn order(ticket_type_id: TicketTypeId, quantity: i32) -> Order {
-        Order {
-            id: OrderId::from(uuid::Uuid::new_v4()),
-            ticket_type_id,
-            email: "ada@example.org".into(),
-            quantity,
-            status: OrderStatus::Confirmed,
-            unit_price_minor: 2500,
-            currency: "EUR".into(),
-            created_at: OffsetDateTime::UNIX_EPOCH,
-            hold_expires_at: None,
-        }
-    }
-
-    fn request(ticket_type_id: TicketTypeId, quantity: i64) -> PurchaseRequest {
-        PurchaseRequest {
-            event_id: None,
-            ticket_type_id,
-            quantity: Quantity::new(quantity).unwrap(),
-            email: Email::parse("ada@example.org").unwrap(),
-            idempotency_key: IdempotencyKey::generate(),
-            pass: None,
-            queue_entry: None,
-            presale_code: None,
-        }
-    }
-
-    #[test]
-    fn a_key_replays_only_the_same_purchase() {
-        let (tt, other) = (
-            TicketTypeId::from(uuid::Uuid::new_v4()),
-            TicketTypeId::from(uuid::Uuid::new_v4()),
-        );
-        let existing = order(tt, 2);
-        assert_eq!(
-            replay(existing.clone(), &request(tt, 2)).unwrap(),
-            Purchase::Replayed(existing.clone())
-        );
-        for mismatch in [request(tt, 3), request(other, 2), request(other, 3)] {
-            assert!(matches!(
-                replay(existing.clone(), &mismatch),
-                Err(AppError::IdempotencyConflict)
-            ));
-        }
-    }
-
-    #[test]
-    fn a_purchase_shows_its_order_and_a_created_one_its_secret() {
-        let existing = order(TicketTypeId::from(uuid::Uuid::new_v4()), 1);
-        let secret = CancelSecret::generate();
-        let created = Purchase::Created {
-            order: existing.clone(),
-            cancel_secret: secret.clone(),
-        };
-        assert_eq!(created.order(), &existing);
-        assert_eq!(created.cancel_secret(), Some(&secret));
-        let replayed = Purchase::Replayed(existing.clone());
-        assert_eq!(replayed.order(), &existing);
-        assert_eq!(replayed.cancel_secret(), None);
-    }
 
     #[tokio::test]
     async fn sales_keep_their_strategy_deadline_and_flags() {

@@ -22,9 +22,10 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::{
-    Purchase, PurchaseRequest,
     check::SaleCheck,
-    replay_by_key,
+    outcome::Purchase,
+    replay::replay_by_key,
+    request::PurchaseRequest,
     single::{self, Locking},
 };
 use crate::{domain::ConfirmKey, error::AppError};

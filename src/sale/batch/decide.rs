@@ -11,7 +11,7 @@ use super::{
 use crate::{
     domain::{BuyerKey, BuyerLimits, SaleState, SaleWindow, code_is_current},
     error::AppError,
-    sale::{Order, PurchaseRequest},
+    sale::{order::Order, request::PurchaseRequest},
 };
 
 /// An order's buyer and idempotency key: what makes a purchase the same one.

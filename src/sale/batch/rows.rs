@@ -11,7 +11,7 @@ use super::{Job, decide::order_key};
 use crate::{
     domain::{BuyerKey, BuyerLimits, CancelSecret, ConfirmKey, OrderId, OrderStatus, TicketTypeId},
     error::AppError,
-    sale::Order,
+    sale::order::Order,
 };
 
 /// The ticket type's row, read under its lock.

@@ -24,7 +24,7 @@ impl Gate {
         if self.standing_aside() {
             return;
         }
-        super::super::postgres_round("gate_ahead");
+        crate::sale::round_trips::postgres_round("gate_ahead");
         let ids =
             sqlx::query_file_scalar!("sql/sale/gate_ahead.sql", window.as_secs_f64(), AHEAD_MAX)
                 .fetch_all(&self.db)

@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use super::{Gate, GateError, millis, unix_ms};
-use crate::{domain::TicketTypeId, sale::sold_out::StockWatcher};
+use crate::{domain::TicketTypeId, sale::stock_listener::StockWatcher};
 
 /// How a rebuild treats the stock hash that is there, weakest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -178,7 +178,7 @@ impl Gate {
             }
             seq = read.unwrap_or_else(|| "0".to_owned());
         }
-        crate::sale::postgres_round("gate_rebuild");
+        crate::sale::round_trips::postgres_round("gate_rebuild");
         let Some(row) = sqlx::query_file!("sql/sale/gate_rebuild.sql", id.get())
             .fetch_optional(&self.db)
             .await?
