@@ -17,7 +17,7 @@ pub struct PurchaseRequest {
     /// only when the ticket type's event has its room on.
     pub pass: Option<String>,
     /// The entry whose pass this purchase spends: set by
-    /// [`Sales::purchase`](super::Sales::purchase) from the checked pass
+    /// [`Sales::purchase`](super::sales::Sales::purchase) from the checked pass
     /// (whatever the caller put here is replaced).
     pub queue_entry: Option<QueueEntryId>,
     /// The presale code the buyer gave: it must unlock the ticket type, be
