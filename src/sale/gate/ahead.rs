@@ -4,7 +4,10 @@
 
 use std::time::Instant;
 
-use super::{Gate, Rebuild, Rebuilt};
+use super::{
+    local::{Rebuild, Rebuilt},
+    state::Gate,
+};
 use crate::domain::TicketTypeId;
 
 /// The most sales whose counters are built ahead, soonest to open first.
