@@ -136,8 +136,9 @@ impl Sales {
         if flagged == Flagged::MayReplay {
             return Box::pin(self.replay_after_sell_out(now, request)).await;
         }
-        // 4. gate, then 5. engine: Redis counts first (if configured), and
-        //    Postgres sells what it admits.
+        // 4. gate: with `--redis-gate`, Redis counts first and answers the
+        //    refusals; what it admits goes on, given back unless sold.
+        // 5. engine: Postgres sells, and has the last word.
         Box::pin(self.gate_then_sell(now, request)).await
     }
 }
