@@ -5,7 +5,7 @@
 use sqlx::PgPool;
 use time::OffsetDateTime;
 
-use super::{Order, find_by_id};
+use super::order::{Order, find_by_id};
 use crate::{
     db,
     domain::{CancelSecret, EventId, OrderId, OrderStatus, OrganizerId},

@@ -4,7 +4,7 @@
 use sqlx::PgPool;
 use time::OffsetDateTime;
 
-use super::PurchaseRequest;
+use super::{request::PurchaseRequest, round_trips::postgres_round};
 use crate::{
     domain::{BuyerLimits, EventStatus, OrderId, Quantity, SaleState, SaleWindow},
     error::AppError,
@@ -30,7 +30,7 @@ impl SaleCheck {
     /// `None` when the ticket type does not exist (or, when the request
     /// names an event, is not one of its ticket types).
     pub async fn load(db: &PgPool, request: &PurchaseRequest) -> Result<Option<Self>, AppError> {
-        super::postgres_round("check");
+        postgres_round("check");
         let row = sqlx::query_file!(
             "sql/sale/check.sql",
             request.ticket_type_id.get(),

@@ -21,7 +21,7 @@ use sqlx::PgPool;
 use time::OffsetDateTime;
 use tokio::task::JoinHandle;
 
-use super::{Order, find_by_id};
+use super::order::{Order, find_by_id};
 use crate::{
     clock::Clock,
     domain::{ConfirmToken, OrderId, OrderStatus},

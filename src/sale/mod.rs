@@ -1,40 +1,51 @@
 //! The purchase path, all of it: idempotency, limits, the stock decrement.
 //!
-//! [`Sales`] sells by one of the [`Strategy`]s. The default, `batch`
-//! ([`batch`]), coalesces concurrent purchases of one ticket type into one
-//! transaction; `naive` and `for-update` ([`single`]) run one transaction
-//! per purchase and are kept as baselines for comparison. Every strategy
-//! ends in the same conditional `UPDATE ticket_types SET remaining =
-//! remaining - $n WHERE id = $1 AND remaining - $n >= 0`, with the sale
-//! window (`sale_open(...)`, the SQL twin of `domain::SaleWindow`) and the
-//! `sales_halted` flag, inside the transaction that writes the orders: no
-//! interleaving can oversell, and any number of instances may share one
-//! database (with one strategy: mixing them on one database can deadlock,
-//! which Postgres resolves by failing one transaction).
+//! A purchase ([`Sales::purchase`]) goes through five stages, in this
+//! order; each may answer it, and this file reads them top-down:
 //!
-//! Before any transaction, one read ([`check::SaleCheck`]: the key's order,
-//! if any, and the ticket type's state) replays earlier purchases and
-//! refuses requests that cannot succeed, and an in-process flag
-//! ([`sold_out`]) refuses purchases of a sold-out type without a
-//! transaction.
+//! 1. **flag** ([`sold_out`]): a ticket type this instance knows sold out
+//!    refuses with no I/O at all, unless the request may be the retry of a
+//!    committed purchase, whose order is then replayed ([`after_sell_out`]);
+//! 2. **limit**: the buyer's rate limit (the caller's), before any read;
+//! 3. **pass** ([`pass`]): for an event with its waiting room on, a valid
+//!    pass that no other purchase has spent;
+//! 4. **gate** ([`through_gate`], [`gate`]): with `--redis-gate`, Redis
+//!    checks and counts the purchase first and answers the refusals;
+//! 5. **engine** ([`engine`], [`batch`]): Postgres sells and has the last
+//!    word. Concurrent purchases of one ticket type are coalesced into one
+//!    transaction whose conditional `UPDATE ticket_types SET remaining =
+//!    remaining - $n WHERE id = $1 AND remaining - $n >= 0`, with the sale
+//!    window (`sale_open(...)`, the SQL twin of `domain::SaleWindow`) and
+//!    the `sales_halted` flag, cannot oversell under any interleaving, with
+//!    any number of instances on one database.
 //!
-//! With `--redis-gate`, the optional Redis gate ([`gate`]) checks and counts
-//! each purchase in Redis first: refusals are answered from Redis, admitted
-//! purchases go on to the strategy (Postgres keeps the last word) and give
-//! their counts back if it does not sell them.
-//!
-//! Cancelling orders and events is [`cancel`].
+//! Beside the path: [`Sales`] is built in [`sales`]; the [`Strategy`] flag
+//! ([`strategy`]) swaps the engine for a baseline kept for comparison
+//! ([`baselines`]: one strategy per database, as mixing them can deadlock);
+//! [`single`] is one purchase in one transaction (the engine's fallback and
+//! the baselines' base), behind its pre-check ([`check`]); held orders are
+//! [`holds`], cancelling orders and events is [`cancel`].
 
+mod after_sell_out;
+mod baselines;
 mod batch;
 mod cancel;
 mod check;
+mod engine;
 mod gate;
 mod holds;
-mod redis_baselines;
+mod order;
+mod outcome;
+mod pass;
+mod replay;
+mod request;
+mod round_trips;
+mod sales;
 mod single;
 mod sold_out;
-
-use std::{fmt, str::FromStr, sync::Arc, time::Duration};
+mod stock_listener;
+mod strategy;
+mod through_gate;
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
@@ -42,221 +53,22 @@ use tracing::Instrument;
 
 pub use batch::EngineSettings;
 pub use cancel::{cancel, cancel_by_organizer, cancel_event};
-use gate::Admission;
 pub use gate::{Gate, GateError, GateRedis, GateSettings};
 pub use holds::{Confirmed, EXPIRE_BATCH, confirm, expire_holds, spawn_sweeper};
+pub use order::{Order, OrderRef, find, find_by_id};
+pub use outcome::Purchase;
+pub use request::PurchaseRequest;
+pub use sales::Sales;
 use single::Locking;
-use sold_out::{Flagged, SoldOut};
+use sold_out::Flagged;
+pub use strategy::Strategy;
 
-use crate::{
-    domain::{
-        CancelSecret, ConfirmKey, Email, EventId, IdempotencyKey, OrderId, OrderStatus,
-        PresaleCode, Quantity, QueueEntryId, TicketTypeId,
-    },
-    error::AppError,
-    metric_handles::CounterByLabel,
-    waiting_room::{DEFAULT_ENTRIES_PER_CLIENT, RoomKey, Rooms},
-};
+use crate::{domain::ConfirmKey, error::AppError, metric_handles::CounterByLabel};
 
 /// Purchases by outcome: `created`, `replayed` or the refusal's code.
 static PURCHASES: CounterByLabel = CounterByLabel::new("stampede_purchases_total", "outcome");
 
-/// How purchases reach the stock row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Strategy {
-    /// Group commit per ticket type (the engine).
-    #[default]
-    Batch,
-    /// One transaction per purchase, the row locked by the final UPDATE
-    /// (for comparison only).
-    Naive,
-    /// One transaction per purchase, the row locked first with
-    /// `SELECT ... FOR UPDATE` (for comparison only).
-    ForUpdate,
-    /// A Redis counter checked with WATCH/MULTI/EXEC before `naive` (for
-    /// comparison only).
-    RedisWatch,
-    /// A Redis counter under a SETNX lock before `naive` (for comparison only).
-    RedisLock,
-}
-
-impl Strategy {
-    pub const ALL: [Self; 5] = [
-        Self::Batch,
-        Self::Naive,
-        Self::ForUpdate,
-        Self::RedisWatch,
-        Self::RedisLock,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Batch => "batch",
-            Self::Naive => "naive",
-            Self::ForUpdate => "for-update",
-            Self::RedisWatch => "redis-watch",
-            Self::RedisLock => "redis-lock",
-        }
-    }
-
-    pub fn needs_redis(self) -> bool {
-        matches!(self, Self::RedisWatch | Self::RedisLock)
-    }
-}
-
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Strategy {
-    type Err = String;
-
-    fn from_str(raw: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|s| s.as_str() == raw)
-            .ok_or_else(|| {
-                format!(
-                    "unknown sale strategy `{raw}` (batch, naive, for-update, redis-watch, redis-lock)"
-                )
-            })
-    }
-}
-
-/// The sale path, shared by every handler: the pool, the strategy, the
-/// batch queues and the sold-out flags.
-#[derive(Clone)]
-pub struct Sales {
-    db: PgPool,
-    strategy: Strategy,
-    batcher: Arc<batch::Batcher>,
-    sold_out: Arc<SoldOut>,
-    /// For the Redis baselines only.
-    redis: Option<deadpool_redis::Pool>,
-    /// The optional Redis gate in front of the strategy ([`gate`]).
-    gate: Option<Arc<Gate>>,
-    /// Which events have a waiting room, and the key their passes are
-    /// signed with (`crate::waiting_room`).
-    rooms: Rooms,
-    /// Derives held orders' confirmation tokens ([`holds`]).
-    confirm_key: ConfirmKey,
-}
-
-impl fmt::Debug for Sales {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sales")
-            .field("strategy", &self.strategy)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Sales {
-    /// Must be called inside a Tokio runtime: it starts the task that
-    /// clears sold-out flags when stock comes back.
-    pub fn new(db: PgPool, strategy: Strategy, settings: EngineSettings) -> Self {
-        let sold_out = Arc::new(SoldOut::new(settings.sold_out_lifetime, Some(db.clone())));
-        tokio::spawn(sold_out::listen(db.clone(), Arc::downgrade(&sold_out)));
-        let confirm_key = ConfirmKey::random();
-        Self {
-            batcher: Arc::new(batch::Batcher::new(
-                db.clone(),
-                settings,
-                Arc::clone(&sold_out),
-                confirm_key.clone(),
-            )),
-            db,
-            strategy,
-            sold_out,
-            redis: None,
-            gate: None,
-            rooms: Rooms::new(RoomKey::random(), DEFAULT_ENTRIES_PER_CLIENT),
-            confirm_key,
-        }
-    }
-
-    /// The key held orders' confirmation tokens are derived with; every
-    /// instance of a deployment must share it.
-    pub fn with_confirm_key(mut self, key: ConfirmKey) -> Self {
-        self.confirm_key = key;
-        self.batcher = Arc::new(batch::Batcher::new(
-            self.db.clone(),
-            self.batcher.settings(),
-            Arc::clone(&self.sold_out),
-            self.confirm_key.clone(),
-        ));
-        self
-    }
-
-    pub fn confirm_key(&self) -> &ConfirmKey {
-        &self.confirm_key
-    }
-
-    /// The waiting rooms' key and settings (see `crate::waiting_room`).
-    pub fn with_rooms(mut self, rooms: Rooms) -> Self {
-        self.rooms = rooms;
-        self
-    }
-
-    pub fn rooms(&self) -> &Rooms {
-        &self.rooms
-    }
-
-    /// Purchases not sold within `deadline` of their arrival are refused
-    /// and never written (see [`EngineSettings::deadline`]).
-    pub fn with_deadline(mut self, deadline: Duration) -> Self {
-        let settings = EngineSettings {
-            deadline,
-            ..self.batcher.settings()
-        };
-        self.batcher = Arc::new(batch::Batcher::new(
-            self.db.clone(),
-            settings,
-            Arc::clone(&self.sold_out),
-            self.confirm_key.clone(),
-        ));
-        self
-    }
-
-    /// The Redis server of the `redis-*` baselines.
-    pub fn with_redis(mut self, url: &str) -> Result<Self, AppError> {
-        let pool = deadpool_redis::Config::from_url(url)
-            .create_pool(Some(deadpool_redis::Runtime::Tokio1))
-            .map_err(AppError::internal)?;
-        self.redis = Some(pool);
-        Ok(self)
-    }
-
-    /// Put the Redis gate ([`gate`]) in front of the strategy: purchases are
-    /// checked and counted in Redis first, and only those it admits reach
-    /// Postgres. Must be called inside a Tokio runtime.
-    pub fn with_gate(mut self, redis: GateRedis, settings: GateSettings) -> Result<Self, AppError> {
-        self.gate = Some(Gate::start(self.db.clone(), redis, settings)?);
-        Ok(self)
-    }
-
-    /// The Redis gate, if configured.
-    pub fn gate(&self) -> Option<&Gate> {
-        self.gate.as_deref()
-    }
-
-    /// Whether this instance has seen the ticket type sell out (and no
-    /// tickets come back since): for pages, which show it at once.
-    pub fn known_sold_out(&self, ticket_type_id: TicketTypeId) -> bool {
-        self.sold_out.is_set(ticket_type_id)
-    }
-
-    /// Whether this instance refuses purchases of the ticket type without
-    /// any read: sold out, and the keys of its orders known (for tests).
-    pub fn refuses_without_reading(&self, ticket_type_id: TicketTypeId) -> bool {
-        self.sold_out.knows_committed_keys(ticket_type_id)
-    }
-
-    pub fn strategy(&self) -> Strategy {
-        self.strategy
-    }
-
     /// Sell `quantity` tickets of one type to one buyer, or refuse with a reason.
     pub async fn purchase(
         &self,
@@ -284,7 +96,7 @@ impl Sales {
             outcome = tracing::field::Empty,
         );
         let result = self
-            .purchase_inner(now, request, limit)
+            .through_the_stages(now, request, limit)
             .instrument(span.clone())
             .await;
         let outcome = match &result {
@@ -297,7 +109,8 @@ impl Sales {
         result
     }
 
-    async fn purchase_inner(
+    /// flag → limit → pass → gate → engine.
+    async fn through_the_stages(
         &self,
         now: OffsetDateTime,
         request: &PurchaseRequest,
@@ -306,313 +119,27 @@ impl Sales {
         // A sell-out's refusals are most of a rush: their future stays a few
         // bytes (the other ways are boxed), so that a refusal does not move
         // kilobytes of state through every layer of the server.
+
+        // 1. flag: a type known sold out, and not the key of any of its
+        //    orders: nothing to replay.
         let flagged = self.sold_out.check(request);
         if flagged == Flagged::Refuse {
-            // Not the key of any order of the type: nothing to replay.
             return Err(AppError::SoldOut);
         }
-        // The limit before any read: a buyer over it costs Postgres nothing.
+        // 2. limit: before any read, so a buyer over it costs Postgres nothing.
         limit(request)?;
+        // 3. pass: the waiting room's door; a checked pass names its entry.
         let checked = Box::pin(self.check_pass(now, request)).await?;
         let request = checked.as_ref().unwrap_or(request);
+        // 1, continued: sold out, but maybe the retry of a committed
+        //    purchase: replayed or refused, never sold.
         if flagged == Flagged::MayReplay {
-            Box::pin(self.replay_after_sell_out(now, request)).await
-        } else {
-            Box::pin(self.gate_then_sell(now, request)).await
+            return Box::pin(self.replay_after_sell_out(now, request)).await;
         }
-    }
-
-    /// A purchase of a type this instance knows sold out: the order of a
-    /// committed purchase with this key, replayed, or [`AppError::SoldOut`].
-    async fn replay_after_sell_out(
-        &self,
-        now: OffsetDateTime,
-        request: &PurchaseRequest,
-    ) -> Result<Purchase, AppError> {
-        // Until the flag knows the type's keys, the gate tells, without
-        // counting, which requests cannot be the retry of a committed
-        // purchase (their key never admitted, their buyer holding none), so
-        // that only the others cost a read. The engine reads the keys of a
-        // whole batch of them at once.
-        if let Some(gate) = &self.gate
-            && !gate.may_replay(request).await
-        {
-            return Err(AppError::SoldOut);
-        }
-        if self.strategy == Strategy::Batch {
-            return self.batcher.replay_or_sold_out(now, request).await;
-        }
-        match replay_by_key(&self.db, request).await {
-            Err(AppError::NotFound) => Err(AppError::SoldOut),
-            answer => answer,
-        }
-    }
-
-    /// Through the Redis gate, if there is one, then the strategy's sale.
-    async fn gate_then_sell(
-        &self,
-        now: OffsetDateTime,
-        request: &PurchaseRequest,
-    ) -> Result<Purchase, AppError> {
-        let Some(gate) = &self.gate else {
-            return self.sell(now, request, None).await;
-        };
-        // The engine may begin the transaction that sells it while Redis
-        // answers ([`batch::OnTheWay`]).
-        let on_its_way = (self.strategy == Strategy::Batch).then(|| {
-            self.batcher
-                .on_its_way(request.ticket_type_id, gate.call_timeout())
-        });
-        let mut admission = gate.admit(request).await;
-        // A refusal is not on its way (and the sale it waits for below must
-        // not wait for it); "sold out" tells a batch opened ahead that no
-        // more of the wave are coming.
-        let on_its_way = match (&admission, on_its_way) {
-            (Admission::Refused { refusal, .. }, Some(on_its_way)) => {
-                if matches!(refusal, AppError::SoldOut) {
-                    on_its_way.sold_out();
-                }
-                None
-            }
-            (_, on_its_way) => on_its_way,
-        };
-        // A sold-out answer while this instance's admitted purchases are
-        // still being decided waits for them; if one was given back, the
-        // purchase asks again (once).
-        if let Admission::Refused {
-            refusal: AppError::SoldOut,
-            ..
-        } = admission
-            && gate.settled(request.ticket_type_id).await
-        {
-            admission = gate.admit(request).await;
-        }
-        match admission {
-            Admission::Bypass | Admission::Replay => self.sell(now, request, on_its_way).await,
-            // Refused from Redis; a buyer who holds tickets may be retrying
-            // a committed purchase, which replays.
-            Admission::Refused { refusal, holds } => {
-                if matches!(refusal, AppError::SoldOut) {
-                    // Redis has none left; once Postgres agrees, this
-                    // instance refuses the type without asking Redis.
-                    self.sold_out.suspect(request.ticket_type_id);
-                }
-                if !holds {
-                    return Err(refusal);
-                }
-                match replay_by_key(&self.db, request).await {
-                    Err(AppError::NotFound) => Err(refusal),
-                    answer => answer,
-                }
-            }
-            Admission::Admitted(ticket) => {
-                // In a task of its own, so that a buyer who goes away
-                // cannot cancel the give-back.
-                let sales = self.clone();
-                let in_flight = gate.in_flight(request.ticket_type_id);
-                let gate = Arc::clone(gate);
-                let request = request.clone();
-                let sold = tokio::spawn(
-                    async move {
-                        let result = sales.sell(now, &request, on_its_way).await;
-                        if matches!(result, Ok(Purchase::Created { .. })) {
-                            drop(in_flight);
-                            // Off the buyer's answer: no longer in flight.
-                            tokio::spawn(
-                                async move { gate.settle(&ticket).await }.in_current_span(),
-                            );
-                        } else {
-                            gate.give_back(&ticket).await;
-                            // Worth asking again only if Postgres has the
-                            // ticket: not after a replay (the order stands)
-                            // or a refusal for want of stock (Redis was high).
-                            if let Err(refusal) = &result
-                                && !matches!(
-                                    refusal,
-                                    AppError::SoldOut | AppError::NotEnoughLeft { .. }
-                                )
-                            {
-                                in_flight.given_back();
-                            }
-                        }
-                        result
-                    }
-                    .in_current_span(),
-                );
-                sold.await.unwrap_or_else(|err| {
-                    Err(AppError::internal(anyhow::anyhow!(
-                        "purchase task failed: {err}"
-                    )))
-                })
-            }
-        }
-    }
-
-    /// The waiting room's door, before anything is written: for an event
-    /// with its room on, a valid pass that no other purchase has spent
-    /// (the request then names the entry, which the order records: its
-    /// unique index is the last word). `None`: the request goes on as it is.
-    async fn check_pass(
-        &self,
-        now: OffsetDateTime,
-        request: &PurchaseRequest,
-    ) -> Result<Option<PurchaseRequest>, AppError> {
-        let Some(event_id) = self
-            .rooms
-            .event_behind_room(&self.db, request.ticket_type_id)
-            .await?
-        else {
-            // No room: nothing to spend, whatever the caller sent.
-            return Ok(request.queue_entry.is_some().then(|| PurchaseRequest {
-                queue_entry: None,
-                ..request.clone()
-            }));
-        };
-        let entry = self
-            .rooms
-            .key()
-            .check_pass(event_id, request.pass.as_deref(), now)?;
-        // The fast refusal of a spent pass; a retry of the purchase that
-        // spent it (same buyer and key) goes on, and replays.
-        let spender = sqlx::query!(
-            "SELECT email, idempotency_key FROM orders WHERE queue_entry_id = $1",
-            entry.get(),
-        )
-        .fetch_optional(&self.db)
-        .await?;
-        if let Some(spender) = spender
-            && (spender.email != request.email.as_str()
-                || spender.idempotency_key != request.idempotency_key.as_str())
-        {
-            return Err(AppError::PassSpent);
-        }
-        Ok(Some(PurchaseRequest {
-            queue_entry: Some(entry),
-            ..request.clone()
-        }))
-    }
-
-    /// The strategy's sale, Postgres having the last word; `on_its_way`:
-    /// the engine's token for a purchase through the gate.
-    async fn sell(
-        &self,
-        now: OffsetDateTime,
-        request: &PurchaseRequest,
-        on_its_way: Option<batch::OnTheWay>,
-    ) -> Result<Purchase, AppError> {
-        let result = match self.strategy {
-            Strategy::Batch => match on_its_way {
-                Some(on_its_way) => {
-                    self.batcher
-                        .purchase_on_its_way(now, request, on_its_way)
-                        .await
-                }
-                None => self.batcher.purchase(now, request).await,
-            },
-            Strategy::Naive => {
-                single::purchase(&self.db, &self.confirm_key, now, request, Locking::AtTheEnd).await
-            }
-            Strategy::ForUpdate => {
-                single::purchase(
-                    &self.db,
-                    &self.confirm_key,
-                    now,
-                    request,
-                    Locking::RowLockFirst,
-                )
-                .await
-            }
-            Strategy::RedisWatch | Strategy::RedisLock => {
-                let redis = self.redis.as_ref().ok_or_else(|| {
-                    AppError::internal(anyhow::anyhow!("{} needs a Redis URL", self.strategy))
-                })?;
-                let how = if self.strategy == Strategy::RedisWatch {
-                    redis_baselines::Reserve::Watch
-                } else {
-                    redis_baselines::Reserve::Lock
-                };
-                redis_baselines::purchase(&self.db, &self.confirm_key, redis, now, request, how)
-                    .await
-            }
-        };
-        if matches!(result, Err(AppError::SoldOut)) {
-            self.sold_out.set(request.ticket_type_id);
-        }
-        result
-    }
-}
-
-/// Count one Postgres round trip of the sale path in `/metrics`
-/// (`stampede_sale_postgres_total{kind}`): `batch` and `single` are purchase
-/// transactions (they may write orders); the others (`check`, `replay`, `sold_out_check`, `sold_out_keys`,
-/// `gate_rebuild`) are reads.
-/// Benchmarks divide the purchase transactions by the tickets sold.
-fn postgres_round(kind: &'static str) {
-    metrics::counter!("stampede_sale_postgres_total", "kind" => kind).increment(1);
-}
-
-/// A validated purchase: every field already parsed into its domain type.
-#[derive(Debug, Clone)]
-pub struct PurchaseRequest {
-    /// Set when buying from an event's page: the ticket type must belong to it.
-    pub event_id: Option<EventId>,
-    pub ticket_type_id: TicketTypeId,
-    pub quantity: Quantity,
-    pub email: Email,
-    pub idempotency_key: IdempotencyKey,
-    /// The waiting room's pass as presented (cookie or API field), checked
-    /// only when the ticket type's event has its room on.
-    pub pass: Option<String>,
-    /// The entry whose pass this purchase spends: set by [`Sales::purchase`]
-    /// from the checked pass (whatever the caller put here is replaced).
-    pub queue_entry: Option<QueueEntryId>,
-    /// The presale code the buyer gave: it must unlock the ticket type, be
-    /// within its window and have uses left (checked in the transaction).
-    /// A hidden ticket type is sold only with one.
-    pub presale_code: Option<PresaleCode>,
-}
-
-/// An order row, as the sale path and the API see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Order {
-    pub id: OrderId,
-    pub ticket_type_id: TicketTypeId,
-    pub email: String,
-    pub quantity: i32,
-    pub status: OrderStatus,
-    pub unit_price_minor: i64,
-    pub currency: String,
-    pub created_at: OffsetDateTime,
-    /// A held order's deadline for its confirmation (kept after it ends).
-    pub hold_expires_at: Option<OffsetDateTime>,
-}
-
-/// The outcome of a purchase that holds tickets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Purchase {
-    /// This request wrote the order. Its cancel secret exists only here: the
-    /// table keeps its hash, so a replay cannot give it again.
-    Created {
-        order: Order,
-        cancel_secret: CancelSecret,
-    },
-    /// An earlier request with the same buyer and key did; this is its order.
-    Replayed(Order),
-}
-
-impl Purchase {
-    pub fn order(&self) -> &Order {
-        match self {
-            Self::Created { order, .. } | Self::Replayed(order) => order,
-        }
-    }
-
-    /// The cancel secret, on the answer that created the order only.
-    pub fn cancel_secret(&self) -> Option<&CancelSecret> {
-        match self {
-            Self::Created { cancel_secret, .. } => Some(cancel_secret),
-            Self::Replayed(_) => None,
-        }
+        // 4. gate: with `--redis-gate`, Redis counts first and answers the
+        //    refusals; what it admits goes on, given back unless sold.
+        // 5. engine: Postgres sells, and has the last word.
+        Box::pin(self.gate_then_sell(now, request)).await
     }
 }
 
@@ -627,155 +154,4 @@ pub async fn purchase(
     request: &PurchaseRequest,
 ) -> Result<Purchase, AppError> {
     single::purchase(db, &ConfirmKey::random(), now, request, Locking::AtTheEnd).await
-}
-
-/// How to find one order: by its id, or by its buyer and idempotency key.
-#[derive(Debug, Clone, Copy)]
-pub enum OrderRef<'a> {
-    Id(OrderId),
-    Key(&'a Email, &'a IdempotencyKey),
-}
-
-/// The one read of an order row.
-pub async fn find(db: &PgPool, by: OrderRef<'_>) -> Result<Option<Order>, AppError> {
-    let (id, email, key) = match by {
-        OrderRef::Id(id) => (Some(id.get()), None, None),
-        OrderRef::Key(email, key) => (None, Some(email.as_str()), Some(key.as_str())),
-    };
-    Ok(
-        sqlx::query_file_as!(Order, "sql/sale/find_order.sql", id, email, key,)
-            .fetch_optional(db)
-            .await?,
-    )
-}
-
-pub async fn find_by_id(db: &PgPool, order_id: OrderId) -> Result<Option<Order>, AppError> {
-    find(db, OrderRef::Id(order_id)).await
-}
-
-/// The buyer's earlier order for this key, replayed, or "not found".
-async fn replay_by_key(db: &PgPool, request: &PurchaseRequest) -> Result<Purchase, AppError> {
-    postgres_round("replay");
-    match find(db, OrderRef::Key(&request.email, &request.idempotency_key)).await? {
-        Some(existing) => replay(existing, request),
-        None => Err(AppError::NotFound),
-    }
-}
-
-fn replay(existing: Order, request: &PurchaseRequest) -> Result<Purchase, AppError> {
-    if existing.ticket_type_id == request.ticket_type_id
-        && existing.quantity == request.quantity.get()
-    {
-        Ok(Purchase::Replayed(existing))
-    } else {
-        Err(AppError::IdempotencyConflict)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use sqlx::postgres::PgPoolOptions;
-
-    use super::*;
-
-    #[test]
-    fn strategies_have_their_names() {
-        let names: Vec<String> = Strategy::ALL.iter().map(Strategy::to_string).collect();
-        assert_eq!(
-            names,
-            ["batch", "naive", "for-update", "redis-watch", "redis-lock"]
-        );
-        for strategy in Strategy::ALL {
-            assert_eq!(strategy.as_str().parse(), Ok(strategy));
-            assert_eq!(
-                strategy.needs_redis(),
-                strategy.as_str().starts_with("redis")
-            );
-        }
-        assert!("Batch".parse::<Strategy>().unwrap_err().contains("`Batch`"));
-    }
-
-    fn order(ticket_type_id: TicketTypeId, quantity: i32) -> Order {
-        Order {
-            id: OrderId::from(uuid::Uuid::new_v4()),
-            ticket_type_id,
-            email: "ada@example.org".into(),
-            quantity,
-            status: OrderStatus::Confirmed,
-            unit_price_minor: 2500,
-            currency: "EUR".into(),
-            created_at: OffsetDateTime::UNIX_EPOCH,
-            hold_expires_at: None,
-        }
-    }
-
-    fn request(ticket_type_id: TicketTypeId, quantity: i64) -> PurchaseRequest {
-        PurchaseRequest {
-            event_id: None,
-            ticket_type_id,
-            quantity: Quantity::new(quantity).unwrap(),
-            email: Email::parse("ada@example.org").unwrap(),
-            idempotency_key: IdempotencyKey::generate(),
-            pass: None,
-            queue_entry: None,
-            presale_code: None,
-        }
-    }
-
-    #[test]
-    fn a_key_replays_only_the_same_purchase() {
-        let (tt, other) = (
-            TicketTypeId::from(uuid::Uuid::new_v4()),
-            TicketTypeId::from(uuid::Uuid::new_v4()),
-        );
-        let existing = order(tt, 2);
-        assert_eq!(
-            replay(existing.clone(), &request(tt, 2)).unwrap(),
-            Purchase::Replayed(existing.clone())
-        );
-        for mismatch in [request(tt, 3), request(other, 2), request(other, 3)] {
-            assert!(matches!(
-                replay(existing.clone(), &mismatch),
-                Err(AppError::IdempotencyConflict)
-            ));
-        }
-    }
-
-    #[test]
-    fn a_purchase_shows_its_order_and_a_created_one_its_secret() {
-        let existing = order(TicketTypeId::from(uuid::Uuid::new_v4()), 1);
-        let secret = CancelSecret::generate();
-        let created = Purchase::Created {
-            order: existing.clone(),
-            cancel_secret: secret.clone(),
-        };
-        assert_eq!(created.order(), &existing);
-        assert_eq!(created.cancel_secret(), Some(&secret));
-        let replayed = Purchase::Replayed(existing.clone());
-        assert_eq!(replayed.order(), &existing);
-        assert_eq!(replayed.cancel_secret(), None);
-    }
-
-    #[tokio::test]
-    async fn sales_keep_their_strategy_deadline_and_flags() {
-        let db = PgPoolOptions::new()
-            .connect_lazy("postgres://stampede@localhost/none?host=/nonexistent-stampede-socket")
-            .unwrap();
-        let sales = Sales::new(db, Strategy::Naive, EngineSettings::default())
-            .with_deadline(Duration::from_millis(1234));
-        assert_eq!(sales.strategy(), Strategy::Naive);
-        assert_eq!(format!("{sales:?}"), "Sales { strategy: Naive, .. }");
-        assert_eq!(
-            sales.batcher.settings().deadline,
-            Duration::from_millis(1234)
-        );
-        let (tt, other) = (
-            TicketTypeId::from(uuid::Uuid::new_v4()),
-            TicketTypeId::from(uuid::Uuid::new_v4()),
-        );
-        assert!(!sales.known_sold_out(tt));
-        sales.sold_out.set(tt);
-        assert!(sales.known_sold_out(tt));
-        assert!(!sales.known_sold_out(other));
-    }
 }

@@ -1,5 +1,5 @@
 //! One transaction per purchase: the `naive` and `for-update` strategies
-//! (see [`super::Strategy`]). The engine's batches fall back to this path
+//! (see [`super::strategy::Strategy`]). The engine's batches fall back to this path
 //! when a batch as a whole fails, so that one bad request fails alone.
 //!
 //! The transaction, at Read Committed:
@@ -24,7 +24,12 @@ use sqlx::PgPool;
 use time::OffsetDateTime;
 
 use super::{
-    Order, Purchase, PurchaseRequest, check::SaleCheck, find_by_id, replay, replay_by_key,
+    check::SaleCheck,
+    order::{Order, find_by_id},
+    outcome::Purchase,
+    replay::{replay, replay_by_key},
+    request::PurchaseRequest,
+    round_trips::postgres_round,
 };
 use crate::{
     domain::{
@@ -65,7 +70,7 @@ pub(super) async fn purchase(
         return Err(AppError::NotFound);
     }
 
-    super::postgres_round("single");
+    postgres_round("single");
     let mut tx = db.begin().await?;
     let quantity = request.quantity.get();
     if locking == Locking::RowLockFirst {

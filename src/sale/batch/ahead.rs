@@ -25,11 +25,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use time::OffsetDateTime;
 use tokio::sync::{Notify, watch};
-
-use super::{Batcher, Purchase, PurchaseRequest};
-use crate::{domain::TicketTypeId, error::AppError};
 
 /// After a batch opened ahead got no purchase, none opens ahead for this
 /// long.
@@ -117,7 +113,8 @@ impl Ahead {
 }
 
 /// A purchase on its way to its worker (asking the gate), until dropped:
-/// once it is queued, or refused.
+/// once it is queued, or refused. Made by `Batcher::on_its_way`
+/// ([`super::worker`]).
 #[derive(Debug)]
 pub struct OnTheWay(Arc<Ahead>);
 
@@ -134,37 +131,6 @@ impl Drop for OnTheWay {
             wave.on_the_way = wave.on_the_way.saturating_sub(1);
             wave.on_the_way == 0
         });
-    }
-}
-
-impl Batcher {
-    /// A purchase of the type is on its way (asking the Redis gate), until
-    /// the returned token is dropped or queued with it
-    /// ([`Self::purchase_on_its_way`]): the first of a wave has the worker
-    /// open a batch ahead, which waits up to `wait` for those on their way
-    /// (this module).
-    pub fn on_its_way(self: &Arc<Self>, ticket_type_id: TicketTypeId, wait: Duration) -> OnTheWay {
-        let ahead = Arc::clone(
-            self.aheads
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .entry(ticket_type_id)
-                .or_insert_with(|| Arc::new(Ahead::new(wait))),
-        );
-        // A worker to open it.
-        self.queue(ticket_type_id);
-        ahead.arriving()
-    }
-
-    /// [`Self::purchase`] of a purchase that was on its way: no longer once
-    /// queued.
-    pub async fn purchase_on_its_way(
-        self: &Arc<Self>,
-        now: OffsetDateTime,
-        request: &PurchaseRequest,
-        on_its_way: OnTheWay,
-    ) -> Result<Purchase, AppError> {
-        self.submit(now, request, false, Some(on_its_way)).await
     }
 }
 

@@ -5,22 +5,14 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{
-    Job,
-    rows::{CodeRow, Held, Locked},
+    job::Job,
+    rows::{CodeRow, Held, Locked, order_key},
 };
 use crate::{
     domain::{BuyerKey, BuyerLimits, SaleState, SaleWindow, code_is_current},
     error::AppError,
-    sale::{Order, PurchaseRequest},
+    sale::order::Order,
 };
-
-/// An order's buyer and idempotency key: what makes a purchase the same one.
-pub(super) fn order_key(request: &PurchaseRequest) -> (String, String) {
-    (
-        request.email.as_str().to_owned(),
-        request.idempotency_key.as_str().to_owned(),
-    )
-}
 
 pub(super) enum Decision {
     /// Sold, with this presale code's uses if it came with one.

@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Instant};
 
 use tokio::sync::mpsc;
 
-use super::{Job, ahead::Ahead};
+use super::{ahead::Ahead, job::Job};
 use crate::error::AppError;
 
 pub(super) struct Intake {

@@ -7,12 +7,21 @@ use std::collections::{HashMap, HashSet};
 use sqlx::{Postgres, Transaction};
 use time::OffsetDateTime;
 
-use super::{Job, decide::order_key};
+use super::job::Job;
 use crate::{
     domain::{BuyerKey, BuyerLimits, CancelSecret, ConfirmKey, OrderId, OrderStatus, TicketTypeId},
     error::AppError,
-    sale::Order,
+    sale::{order::Order, request::PurchaseRequest},
 };
+
+/// An order's buyer and idempotency key: what makes a purchase the same one
+/// (the key of [`existing_orders`] and of [`Written::orders`]).
+pub(super) fn order_key(request: &PurchaseRequest) -> (String, String) {
+    (
+        request.email.as_str().to_owned(),
+        request.idempotency_key.as_str().to_owned(),
+    )
+}
 
 /// The ticket type's row, read under its lock.
 pub(super) struct Locked {

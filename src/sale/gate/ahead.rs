@@ -4,7 +4,10 @@
 
 use std::time::Instant;
 
-use super::{Gate, Rebuild, Rebuilt};
+use super::{
+    local::{Rebuild, Rebuilt},
+    state::Gate,
+};
 use crate::domain::TicketTypeId;
 
 /// The most sales whose counters are built ahead, soonest to open first.
@@ -24,7 +27,7 @@ impl Gate {
         if self.standing_aside() {
             return;
         }
-        super::super::postgres_round("gate_ahead");
+        crate::sale::round_trips::postgres_round("gate_ahead");
         let ids =
             sqlx::query_file_scalar!("sql/sale/gate_ahead.sql", window.as_secs_f64(), AHEAD_MAX)
                 .fetch_all(&self.db)

@@ -17,7 +17,7 @@ use redis::{
     cluster_async::ClusterConnection,
 };
 
-use super::{GateRedis, GateSettings};
+use super::settings::{GateRedis, GateSettings};
 
 /// A client of either kind.
 #[derive(Clone)]

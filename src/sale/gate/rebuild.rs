@@ -12,50 +12,12 @@ use std::{
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use super::{Gate, GateError, millis, unix_ms};
-use crate::{domain::TicketTypeId, sale::sold_out::StockWatcher};
-
-/// How a rebuild treats the stock hash that is there, weakest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Rebuild {
-    /// The hash was found missing: build it unless another instance has.
-    IfMissing,
-    /// Periodic or stock returned: replace it with Postgres's truth once no
-    /// purchase is in flight (until then Redis is at most low).
-    WhenQuiet,
-    /// Redis is back after a failure (it may be high): replace it now.
-    Always,
-}
-
-/// What a rebuild did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Rebuilt {
-    /// Written, or left to another instance's (or task's) rebuild.
-    Done,
-    /// Not written: purchases are in flight ([`Rebuild::WhenQuiet`]).
-    Busy,
-    /// The ticket type is not in Postgres.
-    Unknown,
-}
-
-/// One ticket type's rebuilds in this instance.
-#[derive(Debug, Default)]
-pub(super) struct RebuildSlot {
-    /// Held by the task that rebuilds.
-    running: tokio::sync::Mutex<()>,
-    /// How the last rebuild ended, for the tasks that waited for it.
-    finished: tokio::sync::watch::Sender<Option<RebuildEnd>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct RebuildEnd {
-    at: Instant,
-    /// `None`: it failed.
-    answer: Option<Rebuilt>,
-}
-
-/// How soon a quiet rebuild that found purchases in flight is tried again.
-pub(super) const QUIET_RETRY: Duration = Duration::from_millis(100);
+use super::{
+    local::{QUIET_RETRY, Rebuild, RebuildEnd, Rebuilt},
+    settings::GateError,
+    state::{Gate, millis, unix_ms},
+};
+use crate::{domain::TicketTypeId, sale::stock_listener::StockWatcher};
 
 /// A ticket type not bought for this long is no longer reconciled.
 const FORGET_AFTER: Duration = Duration::from_secs(600);
@@ -178,7 +140,7 @@ impl Gate {
             }
             seq = read.unwrap_or_else(|| "0".to_owned());
         }
-        crate::sale::postgres_round("gate_rebuild");
+        crate::sale::round_trips::postgres_round("gate_rebuild");
         let Some(row) = sqlx::query_file!("sql/sale/gate_rebuild.sql", id.get())
             .fetch_optional(&self.db)
             .await?

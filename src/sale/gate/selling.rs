@@ -2,22 +2,22 @@
 //! purchases of a ticket type, until Postgres has decided them.
 
 use std::{
-    sync::{Arc, PoisonError},
+    collections::HashMap,
+    sync::{Mutex, PoisonError},
     time::Duration,
 };
 
 use tokio::sync::watch;
 
-use super::Gate;
 use crate::domain::TicketTypeId;
 
 /// A refusal waits this long at most for the admitted purchases of its
-/// ticket type to be decided ([`Gate::settled`]).
+/// ticket type to be decided ([`SellingByType::settled`]).
 const SETTLE_WAIT: Duration = Duration::from_secs(1);
 
 /// This instance's admitted purchases of one ticket type.
 #[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Selling {
+struct Selling {
     /// Not decided by Postgres yet.
     in_flight: usize,
     /// Given back so far.
@@ -44,11 +44,11 @@ impl Selling {
 
 /// One admitted purchase until Postgres has decided it (and, if it did
 /// not sell, until its counts are given back): refusals of its ticket
-/// type wait for it ([`Gate::settled`]).
+/// type wait for it ([`SellingByType::settled`]).
 #[derive(Debug)]
 pub(in crate::sale) struct InFlight {
-    gate: Arc<Gate>,
-    ticket_type_id: TicketTypeId,
+    /// Its ticket type's purchases in flight.
+    selling: watch::Sender<Selling>,
     given_back: bool,
 }
 
@@ -62,20 +62,23 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         let given_back = self.given_back;
-        self.gate
-            .selling_state(self.ticket_type_id)
+        self.selling
             .send_if_modified(|selling| selling.decided(given_back));
     }
 }
 
-impl Gate {
+/// Per ticket type, this instance's admitted purchases that Postgres has
+/// not decided yet.
+#[derive(Debug, Default)]
+pub(super) struct SellingByType(Mutex<HashMap<TicketTypeId, watch::Sender<Selling>>>);
+
+impl SellingByType {
     /// An admitted purchase on its way to Postgres, until dropped.
-    pub(in crate::sale) fn in_flight(self: &Arc<Self>, ticket_type_id: TicketTypeId) -> InFlight {
-        self.selling_state(ticket_type_id)
-            .send_if_modified(Selling::admitted);
+    pub(super) fn in_flight(&self, ticket_type_id: TicketTypeId) -> InFlight {
+        let selling = self.of_type(ticket_type_id);
+        selling.send_if_modified(Selling::admitted);
         InFlight {
-            gate: Arc::clone(self),
-            ticket_type_id,
+            selling,
             given_back: false,
         }
     }
@@ -90,8 +93,8 @@ impl Gate {
     /// those commits need (the engine alone holds them until the batch
     /// commits). Held here, the refusal is also final: a ticket whose
     /// purchase fails is on sale again when it is given.
-    pub(in crate::sale) async fn settled(&self, ticket_type_id: TicketTypeId) -> bool {
-        let mut selling = self.selling_state(ticket_type_id).subscribe();
+    pub(super) async fn settled(&self, ticket_type_id: TicketTypeId) -> bool {
+        let mut selling = self.of_type(ticket_type_id).subscribe();
         let before = selling.borrow_and_update().given_back;
         let decided =
             tokio::time::timeout(SETTLE_WAIT, selling.wait_for(|now| now.in_flight == 0)).await;
@@ -102,8 +105,8 @@ impl Gate {
         }
     }
 
-    fn selling_state(&self, id: TicketTypeId) -> watch::Sender<Selling> {
-        self.selling
+    fn of_type(&self, id: TicketTypeId) -> watch::Sender<Selling> {
+        self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .entry(id)

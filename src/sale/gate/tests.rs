@@ -1,10 +1,20 @@
 //! The scripts alone, against the Redis of `scripts/test`
 //! (127.0.0.1:6379, or `REDIS_URL`), under a key tag of their own.
 
-use redis::aio::{ConnectionLike as _, MultiplexedConnection};
+use std::time::Duration;
+
+use redis::{
+    Script,
+    aio::{ConnectionLike as _, MultiplexedConnection},
+};
 use uuid::Uuid;
 
-use super::*;
+use super::{
+    connection::Client,
+    scripts::{ADMIT, GIVE_BACK, REBUILD},
+    settings::{GateRedis, GateSettings},
+    state::unix_ms,
+};
 
 async fn redis() -> MultiplexedConnection {
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());

@@ -1,7 +1,7 @@
 //! The Redis baselines of the seeds, for comparison only
 //! (`--sale-strategy redis-watch | redis-lock`): a counter per ticket type
 //! in Redis is checked and decremented before the one-transaction Postgres
-//! purchase ([`super::single`], the `naive` path), which has the last word.
+//! purchase ([`crate::sale::single`], the `naive` path), which has the last word.
 //! A purchase that Postgres refuses (or replays) gives its reservation back.
 //!
 //! - `redis-watch`: `WATCH` / `GET` / `MULTI` / `DECRBY` / `EXEC`, retried
@@ -21,13 +21,17 @@ use deadpool_redis::{
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::{
-    Purchase, PurchaseRequest,
-    check::SaleCheck,
-    replay_by_key,
-    single::{self, Locking},
+use crate::{
+    domain::ConfirmKey,
+    error::AppError,
+    sale::{
+        check::SaleCheck,
+        outcome::Purchase,
+        replay::replay_by_key,
+        request::PurchaseRequest,
+        single::{self, Locking},
+    },
 };
-use crate::{domain::ConfirmKey, error::AppError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Reserve {
