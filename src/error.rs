@@ -109,7 +109,7 @@ impl AppError {
     pub fn code_not_valid() -> Self {
         Self::Invalid(InvalidField::new(
             "presale_code",
-            "This presale code does not unlock this ticket type, or is not valid at this time.",
+            "This presale code does not unlock this ticket type, is used up, or is not valid at this time.",
         ))
     }
 

@@ -226,7 +226,12 @@ async fn code_refusal(
     .fetch_optional(db)
     .await?;
     Ok(match row {
-        Some(row) if row.unlocks && code_is_current(row.valid_from, row.valid_until, now) => {
+        // Used up answers as an unknown code does (see batch/decide.rs).
+        Some(row)
+            if row.left > 0
+                && row.unlocks
+                && code_is_current(row.valid_from, row.valid_until, now) =>
+        {
             AppError::CodeUsedUp { left: row.left }
         }
         _ => AppError::code_not_valid(),

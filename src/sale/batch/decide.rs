@@ -129,6 +129,10 @@ pub(super) fn decide(
                 return Decision::Refuse(AppError::NotEnoughLeft { remaining });
             }
             let code = match code.and_then(|code| codes.get_mut(code)) {
+                // Used up answers as an unknown code does: a guesser learns
+                // nothing from a spent code (one with uses left, it could
+                // use, so its count tells nothing new).
+                Some(row) if row.left == 0 => return Decision::Refuse(AppError::code_not_valid()),
                 Some(row) if row.left < quantity => {
                     return Decision::Refuse(AppError::CodeUsedUp { left: row.left });
                 }
