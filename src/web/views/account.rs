@@ -100,7 +100,7 @@ pub fn settings(
                 }
                 @if !tokens.is_empty() {
                     table.events {
-                        thead { tr { th { "Name" } th { "Token" } th { "Created" } th { "Last used" } th { "" } } }
+                        thead { tr { th { "Name" } th { "Token" } th { "Created" } th { "Last used" } th { span.visually-hidden { "Actions" } } } }
                         tbody {
                             @for token in tokens {
                                 tr {

@@ -63,7 +63,7 @@ pub fn section(
             (secret_notice(new_secret))
             @if !endpoints.is_empty() {
                 table.events {
-                    thead { tr { th { "URL" } th { "Events" } th { "State" } th { "" } } }
+                    thead { tr { th { "URL" } th { "Events" } th { "State" } th { span.visually-hidden { "Actions" } } } }
                     tbody {
                         @for endpoint in endpoints {
                             tr {
@@ -164,7 +164,7 @@ pub fn endpoint_page(
                     p { "Nothing delivered yet." }
                 } @else {
                     table.events #deliveries {
-                        thead { tr { th { "Message" } th { "Status" } th { "Attempts" } th { "" } } }
+                        thead { tr { th { "Message" } th { "Status" } th { "Attempts" } th { span.visually-hidden { "Actions" } } } }
                         tbody {
                             @for delivery in deliveries {
                                 tr {

@@ -24,4 +24,5 @@ mod organizer_api;
 mod organizer_bounds;
 mod organizer_pages;
 mod plain_text;
+mod settings;
 mod site;
