@@ -35,47 +35,10 @@ use serde_json::{Value, json};
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use crate::http::{Conn, Request, Target};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum QueueMode {
-    Joins,
-    Positions,
-    Onsale,
-}
-
-#[derive(Debug, Clone, clap::Args)]
-pub struct QueueArgs {
-    #[arg(value_enum)]
-    pub mode: QueueMode,
-    /// The server's base URL (plain http, loopback).
-    #[arg(long, default_value = "http://127.0.0.1:3000")]
-    pub url: String,
-    #[arg(long, env = "DATABASE_URL")]
-    pub database_url: Option<String>,
-    /// Connections (each a virtual client; in `onsale` they serve all the
-    /// joiners' polls in turn).
-    #[arg(long, default_value_t = 64)]
-    pub concurrency: usize,
-    /// Seconds of measurement (`joins`; `positions`: each of the two).
-    #[arg(long, default_value_t = 10.0)]
-    pub duration: f64,
-    /// Entries in the queue (`positions`, `onsale`).
-    #[arg(long, default_value_t = 20_000)]
-    pub joiners: usize,
-    /// Tickets on sale (`onsale`), one per buyer.
-    #[arg(long, default_value_t = 1_000)]
-    pub tickets: i32,
-    /// The room's admission rate (`onsale`).
-    #[arg(long, default_value_t = 3_000)]
-    pub admit_per_minute: i32,
-    /// Give up on the on-sale after this many seconds from the opening.
-    #[arg(long, default_value_t = 180.0)]
-    pub limit: f64,
-    /// Tokio worker threads of the generator.
-    #[arg(long, default_value_t = 2)]
-    pub threads: usize,
-}
+use crate::{
+    cli::{QueueArgs, QueueMode},
+    http::{Conn, Request, Target},
+};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 const TRIVIAL_PATH: &str = "/api/v1/stampede-load-trivial";
