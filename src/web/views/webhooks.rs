@@ -3,11 +3,10 @@
 
 use maud::{Markup, html};
 
-use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
+use super::{FormError, PageContext, csrf_field, error_notice, format_time, invalid, layout};
 use crate::{
     db::webhooks::{Delivery, Endpoint},
     domain::{MAX_WEBHOOK_DESCRIPTION_CHARS, MAX_WEBHOOK_URL_CHARS, WEBHOOK_EVENT_TYPES},
-    web::extract::PageContext,
 };
 
 /// What the new-endpoint form keeps when it comes back.
