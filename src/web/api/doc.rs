@@ -17,7 +17,7 @@ use axum::{
     response::{Html, IntoResponse, Response},
 };
 use utoipa::{
-    Modify, OpenApi, PartialSchema, ToSchema,
+    Modify, OpenApi, PartialSchema,
     openapi::{
         self, ContentBuilder, HeaderBuilder, Ref, RefOr, ResponseBuilder,
         security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
@@ -99,30 +99,6 @@ use crate::web::{error::ErrorBody, extract::PageContext, views};
     ),
 )]
 pub struct ApiDoc;
-
-/// An event's status, as the API reports it.
-#[derive(serde::Serialize, ToSchema)]
-#[schema(as = EventStatus)]
-#[allow(dead_code)] // documents a `&'static str` field
-#[serde(rename_all = "lowercase")]
-pub enum EventStatusName {
-    Draft,
-    Published,
-    Cancelled,
-}
-
-/// A scan's reason code.
-#[derive(serde::Serialize, ToSchema)]
-#[schema(as = ScanResult)]
-#[allow(dead_code)] // documents a `&'static str` field
-#[serde(rename_all = "snake_case")]
-pub enum ScanResultName {
-    Ok,
-    AlreadyRedeemed,
-    OrderCancelled,
-    WrongEvent,
-    Unknown,
-}
 
 /// The answers every operation of a kind can give, added in one place
 /// rather than on each annotation: the bearer scheme and its 401 and 429

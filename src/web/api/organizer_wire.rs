@@ -309,7 +309,7 @@ pub struct OrganizerEventBody {
     sale_opens_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
     sale_closes_at: Option<OffsetDateTime>,
-    #[schema(value_type = super::doc::EventStatusName)]
+    #[schema(value_type = super::wire::EventStatusName)]
     status: &'static str,
     max_per_buyer: Option<i32>,
     ticket_types: Vec<TicketTypeAvailability>,
