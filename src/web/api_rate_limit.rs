@@ -1,22 +1,19 @@
 //! The organizer API's rate limit, per API token: a budget of requests per
 //! minute (`--api-requests-per-minute`), all of it usable at once, refilled
 //! evenly; beyond it, 429 with the JSON error and a `Retry-After` that is
-//! the real wait until the next request would pass. Runs after the token
-//! check, so unknown tokens (401) take no room in the limiter's table.
+//! the real wait until the next request would pass. Its layer
+//! ([`super::layers::per_token`]) runs after the token check, so unknown
+//! tokens (401) take no room in the limiter's table. Apart from the API's
+//! handlers: the app's state holds it, and they hold the state.
 
 use std::{num::NonZeroU32, sync::Arc, time::Duration};
 
-use axum::{
-    extract::{Request, State},
-    middleware::Next,
-    response::Response,
-};
 use governor::{
     DefaultKeyedRateLimiter, Quota, RateLimiter,
     clock::{Clock, DefaultClock},
 };
 
-use crate::{domain::ApiTokenId, error::AppError, web::AppState};
+use crate::{domain::ApiTokenId, error::AppError};
 
 /// How often the limiter forgets tokens whose budget is whole again.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
@@ -53,7 +50,7 @@ impl ApiRateLimit {
         Self(Some(limiter))
     }
 
-    fn check(&self, token: ApiTokenId) -> Result<(), AppError> {
+    pub fn check(&self, token: ApiTokenId) -> Result<(), AppError> {
         let Some(limiter) = &self.0 else {
             return Ok(());
         };
@@ -64,14 +61,4 @@ impl ApiRateLimit {
             }
         })
     }
-}
-
-/// On the organizer API's routes, inside the token check.
-pub async fn per_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if let Some(&token) = request.extensions().get::<ApiTokenId>()
-        && let Err(err) = state.api_rate.check(token)
-    {
-        return crate::web::error::refuse(request.uri(), &err);
-    }
-    next.run(request).await
 }

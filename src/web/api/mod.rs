@@ -11,7 +11,6 @@ pub mod doc;
 mod organizer;
 mod organizer_wire;
 mod presale;
-mod rate_limit;
 pub(crate) mod waiting_room;
 mod waitlist;
 mod webhooks;
@@ -19,7 +18,6 @@ mod webhooks_wire;
 mod wire;
 
 pub use organizer::routes as organizer_routes;
-pub use rate_limit::{ApiRateLimit, DEFAULT_API_REQUESTS_PER_MINUTE, per_token};
 pub use webhooks::routes as webhook_routes;
 
 use wire::{CreateEvent, CreateOrder, EventBody, EventList, EventPageBody, OrderBody};
