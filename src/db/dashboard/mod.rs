@@ -5,17 +5,27 @@
 //! returns nothing for someone else's event even if a caller forgot to check
 //! ownership first.
 
-use futures_util::stream::BoxStream;
-use sqlx::{PgPool, postgres::types::PgInterval};
-use time::{Duration, OffsetDateTime};
+//!
+//! The sales table and the order list are here; the chart and the sales
+//! per minute in chart.rs, the CSV export in export.rs.
+
+mod chart;
+mod export;
+
+use sqlx::PgPool;
+use time::OffsetDateTime;
+
+pub use chart::{MinuteSales, sales_per_minute};
+pub use export::{ExportRow, export_orders};
 
 use crate::{
     domain::{
-        Bucket, EventId, ORDERS_PER_PAGE, OrderId, OrderStatus, OrganizerId, SalesChart,
-        SalesPoint, SalesRange, TicketTypeId, contains_pattern, normalise_query, page_count,
+        EventId, ORDERS_PER_PAGE, OrderId, OrderStatus, OrganizerId, SalesChart, TicketTypeId,
+        contains_pattern, normalise_query, page_count,
     },
     error::AppError,
 };
+use chart::sales_chart;
 
 /// Money in one currency, in minor units.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,51 +145,6 @@ pub async fn sales(
     tx.commit().await?;
     let totals = SalesTotals::of(&ticket_types);
     Ok((ticket_types, totals))
-}
-
-/// Tickets sold in one minute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MinuteSales {
-    pub at: OffsetDateTime,
-    pub tickets: i64,
-}
-
-/// Tickets of confirmed orders per minute over `range`, every minute of it
-/// (none sold: 0), bucketed as the dashboard's chart is (`date_bin` on the
-/// order's creation from the same origin).
-pub async fn sales_per_minute(
-    db: &PgPool,
-    organizer_id: OrganizerId,
-    event_id: EventId,
-    range: SalesRange,
-) -> Result<Vec<MinuteSales>, AppError> {
-    let minute = pg_interval(Duration::MINUTE);
-    Ok(sqlx::query_as!(
-        MinuteSales,
-        r#"WITH sold AS (
-               SELECT date_bin($5::interval, o.created_at, $6::timestamptz) AS bucket,
-                      SUM(o.quantity)::int8 AS tickets
-               FROM orders o
-               JOIN ticket_types t ON t.id = o.ticket_type_id
-               JOIN events e ON e.id = t.event_id
-               WHERE t.event_id = $1 AND e.organizer_id = $2 AND o.status = 'confirmed'
-                 AND o.created_at >= $3 AND o.created_at < $4
-               GROUP BY 1
-           )
-           SELECT g.bucket AS "at!", COALESCE(s.tickets, 0)::int8 AS "tickets!"
-           FROM generate_series($3::timestamptz, $4::timestamptz - interval '1 microsecond',
-                                $5::interval) AS g (bucket)
-           LEFT JOIN sold s ON s.bucket = g.bucket
-           ORDER BY g.bucket"#,
-        event_id.get(),
-        organizer_id.get(),
-        range.from,
-        range.to,
-        minute,
-        BUCKET_ORIGIN,
-    )
-    .fetch_all(db)
-    .await?)
 }
 
 async fn ticket_type_sales(
@@ -331,116 +296,4 @@ async fn orders_page(
         matching,
         rows,
     })
-}
-
-/// A bucket width as Postgres sees it: fixed microseconds, so that the
-/// series steps agree with `date_bin` whatever the session time zone.
-fn pg_interval(width: Duration) -> PgInterval {
-    PgInterval {
-        months: 0,
-        days: 0,
-        microseconds: width.whole_microseconds() as i64,
-    }
-}
-
-/// A fixed origin for `date_bin`, a Monday at midnight UTC: minute, hour and
-/// day buckets start on the clock's round numbers, weeks on Mondays.
-const BUCKET_ORIGIN: OffsetDateTime = time::macros::datetime!(2001-01-01 00:00 UTC);
-
-async fn sales_chart(
-    tx: &mut sqlx::PgConnection,
-    organizer_id: OrganizerId,
-    event_id: EventId,
-) -> Result<Option<SalesChart>, AppError> {
-    let span = sqlx::query!(
-        r#"SELECT min(o.created_at) AS first, max(o.created_at) AS last
-           FROM orders o
-           JOIN ticket_types t ON t.id = o.ticket_type_id
-           JOIN events e ON e.id = t.event_id
-           WHERE t.event_id = $1 AND e.organizer_id = $2 AND o.status = 'confirmed'"#,
-        event_id.get(),
-        organizer_id.get(),
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    let (Some(first), Some(last)) = (span.first, span.last) else {
-        return Ok(None);
-    };
-    let bucket = Bucket::for_span(last - first);
-    // Bucket in SQL; generate_series fills the buckets without sales so that
-    // every point is one bucket apart. The interval is fixed microseconds, so
-    // the series steps agree with date_bin whatever the session time zone.
-    let rows = sqlx::query!(
-        r#"WITH sold AS (
-               SELECT date_bin($3::interval, o.created_at, $4::timestamptz) AS bucket,
-                      SUM(o.quantity)::int8 AS tickets
-               FROM orders o
-               JOIN ticket_types t ON t.id = o.ticket_type_id
-               JOIN events e ON e.id = t.event_id
-               WHERE t.event_id = $1 AND e.organizer_id = $2 AND o.status = 'confirmed'
-               GROUP BY 1
-           )
-           SELECT g.bucket AS "at!",
-                  COALESCE(s.tickets, 0)::int8 AS "sold!",
-                  (SUM(COALESCE(s.tickets, 0)) OVER (ORDER BY g.bucket))::int8 AS "cumulative!"
-           FROM (SELECT min(bucket) AS lo, max(bucket) AS hi FROM sold) AS span
-           CROSS JOIN LATERAL generate_series(span.lo, span.hi, $3::interval) AS g (bucket)
-           LEFT JOIN sold s ON s.bucket = g.bucket
-           ORDER BY g.bucket"#,
-        event_id.get(),
-        organizer_id.get(),
-        pg_interval(bucket.width),
-        BUCKET_ORIGIN,
-    )
-    .fetch_all(&mut *tx)
-    .await?;
-    let points = rows
-        .into_iter()
-        .map(|row| SalesPoint {
-            at: row.at,
-            sold: row.sold,
-            cumulative: row.cumulative,
-        })
-        .collect();
-    Ok(Some(SalesChart { bucket, points }))
-}
-
-/// One line of the CSV export.
-#[derive(Debug, Clone)]
-pub struct ExportRow {
-    pub id: OrderId,
-    pub created_at: OffsetDateTime,
-    pub email: String,
-    pub ticket_type: String,
-    pub quantity: i32,
-    pub unit_price_minor: i64,
-    pub currency: String,
-    pub status: OrderStatus,
-    /// The order's ticket codes in seat order, separated by spaces.
-    pub ticket_codes: String,
-}
-
-/// Every order of the event, oldest first, with its ticket codes, as a
-/// stream of rows read off the connection as they are consumed (never the
-/// whole result in memory).
-pub fn export_orders(
-    db: &PgPool,
-    organizer_id: OrganizerId,
-    event_id: EventId,
-) -> BoxStream<'_, Result<ExportRow, sqlx::Error>> {
-    sqlx::query_as!(
-        ExportRow,
-        r#"SELECT o.id, o.created_at, o.email, t.name AS ticket_type, o.quantity,
-                  o.unit_price_minor, o.currency, o.status AS "status: OrderStatus",
-                  COALESCE((SELECT string_agg(k.code, ' ' ORDER BY k.position)
-                            FROM tickets k WHERE k.order_id = o.id), '') AS "ticket_codes!"
-           FROM orders o
-           JOIN ticket_types t ON t.id = o.ticket_type_id
-           JOIN events e ON e.id = t.event_id
-           WHERE t.event_id = $1 AND e.organizer_id = $2
-           ORDER BY o.created_at, o.id"#,
-        event_id.get(),
-        organizer_id.get(),
-    )
-    .fetch(db)
 }
