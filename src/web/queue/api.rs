@@ -14,11 +14,7 @@ use time::OffsetDateTime;
 
 use super::super::{AppState, error::ApiError, extract::parse_id};
 use super::{ENTRY_HEADER, PositionBody, active_room, client, position};
-use crate::{
-    domain::EventId,
-    error::AppError,
-    waiting_room::{self},
-};
+use crate::{domain::EventId, error::AppError, waiting_room};
 
 /// `{"entry_id", "token", ...position}`: the answer to an API join.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
