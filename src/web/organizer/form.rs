@@ -3,7 +3,7 @@
 
 use axum::response::{IntoResponse, Response};
 
-use super::super::{
+use crate::web::{
     extract::{FormFields, PageContext, parse_id},
     views::{
         self, FormError,

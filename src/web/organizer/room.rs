@@ -6,7 +6,8 @@ use axum::{
     response::{IntoResponse, Redirect, Response},
 };
 
-use super::super::{
+use super::form::input_from;
+use crate::web::{
     AppState,
     extract::{FormFields, PageContext, parse_id},
     views::{
@@ -14,7 +15,6 @@ use super::super::{
         organizer::{EventForm, RoomForm, form},
     },
 };
-use super::form::input_from;
 use crate::{
     auth::CurrentOrganizer,
     db,

@@ -12,8 +12,8 @@ use axum::{
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use super::super::{AppState, error::ApiError, extract::parse_id};
 use super::{ENTRY_HEADER, PositionBody, active_room, client, position};
+use crate::web::{AppState, error::ApiError, extract::parse_id};
 use crate::{domain::EventId, error::AppError, waiting_room};
 
 /// `{"entry_id", "token", ...position}`: the answer to an API join.

@@ -11,14 +11,14 @@ use axum::{
 };
 use serde::Serialize;
 
-use super::super::{
+use super::{
+    PositionBody, active_room, client, cookie, entry_cookie, pass_cookie, position, set_cookie,
+};
+use crate::web::{
     AppState,
     error::ApiError,
     extract::{FormFields, PageContext, parse_id},
     views,
-};
-use super::{
-    PositionBody, active_room, client, cookie, entry_cookie, pass_cookie, position, set_cookie,
 };
 use crate::{
     domain::EventId,
