@@ -20,7 +20,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     telemetry::init(cli.log_format);
     let options = config::connect_options(cli.database_url.as_deref())?;
-    let pool = config::connect_pool(options, &cli.serve).await?;
+    let pool = config::connect_pool(options, &cli.serve.database).await?;
     config::migrate(&pool).await?;
     match cli.command.unwrap_or(Command::Serve) {
         Command::Migrate => {

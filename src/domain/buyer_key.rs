@@ -136,31 +136,6 @@ impl BuyerLimits {
     }
 }
 
-/// Characters that show as nothing (or only change the direction of what
-/// follows): a second address that looks the same as the first. Email
-/// addresses with any of them are refused.
-pub fn is_invisible(c: char) -> bool {
-    matches!(c,
-        '\u{00AD}'                  // soft hyphen
-        | '\u{034F}'                // combining grapheme joiner
-        | '\u{061C}'                // Arabic letter mark
-        | '\u{115F}' | '\u{1160}'   // Hangul fillers
-        | '\u{17B4}' | '\u{17B5}'
-        | '\u{180B}'..='\u{180F}'   // Mongolian variation selectors, vowel separator
-        | '\u{200B}'..='\u{200F}'   // zero-width space, non-joiner, joiner; LRM, RLM
-        | '\u{202A}'..='\u{202E}'   // bidi embeddings and overrides
-        | '\u{2060}'..='\u{206F}'   // word joiner, invisible operators, bidi isolates
-        | '\u{3164}'                // Hangul filler
-        | '\u{FE00}'..='\u{FE0F}'   // variation selectors
-        | '\u{FEFF}'                // zero-width no-break space (BOM)
-        | '\u{FFA0}'                // halfwidth Hangul filler
-        | '\u{FFF0}'..='\u{FFF8}'
-        | '\u{1BCA0}'..='\u{1BCA3}' // shorthand format controls
-        | '\u{1D173}'..='\u{1D17A}' // musical format controls
-        | '\u{E0000}'..='\u{E0FFF}' // tags, variation selectors supplement
-    ) || c.is_control()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,27 +240,6 @@ mod tests {
             ..limits
         };
         assert_eq!(no_event_limit.check(0, 1_000, 4), Ok(()));
-    }
-
-    #[test]
-    fn invisible_characters_are_recognised() {
-        for c in [
-            '\u{200B}',
-            '\u{200C}',
-            '\u{200D}',
-            '\u{00AD}',
-            '\u{202E}',
-            '\u{2066}',
-            '\u{FEFF}',
-            '\u{2060}',
-            '\u{E0041}',
-            '\u{0}',
-        ] {
-            assert!(is_invisible(c), "U+{:04X}", u32::from(c));
-        }
-        for c in ['a', 'é', 'а', '+', '.', '-'] {
-            assert!(!is_invisible(c), "{c}");
-        }
     }
 
     #[test]

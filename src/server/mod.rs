@@ -78,54 +78,54 @@ impl ConnLimits {
 pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     descriptors::raise_limit();
     web::install_metrics();
-    let request_timeout = Duration::from_secs(args.request_timeout_secs);
+    let request_timeout = Duration::from_secs(args.limits.request_timeout_secs);
     let limits = Limits {
-        max_in_flight: args.max_in_flight,
-        max_purchases_in_flight: args.max_purchases_in_flight,
-        max_in_flight_per_ip: args.max_in_flight_per_ip,
-        body_read_timeout: Duration::from_secs(args.body_read_timeout_secs),
+        max_in_flight: args.limits.max_in_flight,
+        max_purchases_in_flight: args.limits.max_purchases_in_flight,
+        max_in_flight_per_ip: args.limits.max_in_flight_per_ip,
+        body_read_timeout: Duration::from_secs(args.limits.body_read_timeout_secs),
         request_timeout,
         purchase_rates: PurchaseRates {
-            per_ip_burst: args.purchase_burst_per_ip,
-            per_email_burst: args.purchase_burst_per_email,
-            period: Duration::from_millis(args.purchase_period_ms),
+            per_ip_burst: args.rates.purchase_burst_per_ip,
+            per_email_burst: args.rates.purchase_burst_per_email,
+            period: Duration::from_millis(args.rates.purchase_period_ms),
         },
-        api_requests_per_minute: args.api_requests_per_minute,
+        api_requests_per_minute: args.rates.api_requests_per_minute,
         ..Limits::default()
     };
     let conn_limits = ConnLimits {
-        max_connections_per_ip: args.max_connections_per_ip,
-        header_read_timeout: Duration::from_secs(args.header_read_timeout_secs),
-        idle_timeout: Duration::from_secs(args.idle_timeout_secs),
+        max_connections_per_ip: args.limits.max_connections_per_ip,
+        header_read_timeout: Duration::from_secs(args.limits.header_read_timeout_secs),
+        idle_timeout: Duration::from_secs(args.limits.idle_timeout_secs),
         request_timeout,
     };
     let quotas = Quotas {
-        published_events: args.quota_published_events,
-        ticket_types_per_event: args.quota_ticket_types_per_event,
-        total_capacity: args.quota_total_capacity,
+        published_events: args.quotas.quota_published_events,
+        ticket_types_per_event: args.quotas.quota_ticket_types_per_event,
+        total_capacity: args.quotas.quota_total_capacity,
     };
     let batches = EngineSettings {
-        max_batch: args.batch_max as usize,
-        queue_capacity: args.batch_queue as usize,
+        max_batch: args.sale.batch_max as usize,
+        queue_capacity: args.sale.batch_queue as usize,
         ..EngineSettings::default()
     };
-    let mut state = AppState::new(pool.clone()).with_sales(args.sale_strategy, batches);
-    if args.sale_strategy.needs_redis() {
-        state = state.with_redis(&args.redis_url)?;
+    let mut state = AppState::new(pool.clone()).with_sales(args.sale.sale_strategy, batches);
+    if args.sale.sale_strategy.needs_redis() {
+        state = state.with_redis(&args.sale.redis_url)?;
     }
-    if args.redis_gate {
+    if args.sale.redis_gate {
         let settings = GateSettings {
-            timeout: Duration::from_millis(args.redis_gate_timeout_ms),
-            reconcile_every: Duration::from_secs(args.redis_gate_reconcile_secs),
-            prefix: args.redis_gate_prefix.clone(),
-            build_ahead: (args.redis_gate_ahead_secs > 0)
-                .then(|| Duration::from_secs(args.redis_gate_ahead_secs)),
+            timeout: Duration::from_millis(args.sale.redis_gate_timeout_ms),
+            reconcile_every: Duration::from_secs(args.sale.redis_gate_reconcile_secs),
+            prefix: args.sale.redis_gate_prefix.clone(),
+            build_ahead: (args.sale.redis_gate_ahead_secs > 0)
+                .then(|| Duration::from_secs(args.sale.redis_gate_ahead_secs)),
             ..GateSettings::default()
         };
-        let redis = if args.redis_cluster_nodes.is_empty() {
-            GateRedis::Server(args.redis_url.clone())
+        let redis = if args.sale.redis_cluster_nodes.is_empty() {
+            GateRedis::Server(args.sale.redis_url.clone())
         } else {
-            GateRedis::Cluster(args.redis_cluster_nodes.clone())
+            GateRedis::Cluster(args.sale.redis_cluster_nodes.clone())
         };
         tracing::info!(%redis, "Redis gate on");
         state = state.with_gate(redis, settings)?;
@@ -168,7 +168,7 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         .with_secure_cookies(args.secure_cookies)
         .with_quotas(quotas)
         .with_list_cache_ttl(Duration::from_millis(args.list_cache_ms));
-    let relay = match &args.amqp_url {
+    let relay = match &args.outbox.amqp_url {
         Some(url) => {
             let settings = relay_settings(url, args)?;
             tracing::info!(exchange = %settings.exchange, "outbox relay on");
@@ -179,11 +179,11 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
             None
         }
     };
-    let state = state.with_webhooks_allow_private(args.webhooks_allow_private);
+    let state = state.with_webhooks_allow_private(args.webhooks.webhooks_allow_private);
     let webhook_settings = WebhookSettings {
-        allow_private: args.webhooks_allow_private,
+        allow_private: args.webhooks.webhooks_allow_private,
         schedule: RetrySchedule {
-            base: Duration::from_millis(args.webhook_retry_base_ms),
+            base: Duration::from_millis(args.webhooks.webhook_retry_base_ms),
         },
         ..WebhookSettings::default()
     };
@@ -227,10 +227,10 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
 /// The relay's settings from the flags; a bad URL is a clear error at start.
 fn relay_settings(url: &str, args: &ServeArgs) -> anyhow::Result<RelaySettings> {
     let mut settings = RelaySettings::new(url).map_err(anyhow::Error::msg)?;
-    settings.exchange = args.amqp_exchange.clone();
-    settings.batch = i64::from(args.outbox_batch);
-    settings.poll = Duration::from_millis(args.outbox_poll_ms);
-    settings.retention = Duration::from_secs(args.outbox_retention_hours * 3600);
+    settings.exchange = args.outbox.amqp_exchange.clone();
+    settings.batch = i64::from(args.outbox.outbox_batch);
+    settings.poll = Duration::from_millis(args.outbox.outbox_poll_ms);
+    settings.retention = Duration::from_secs(args.outbox.outbox_retention_hours * 3600);
     Ok(settings)
 }
 

@@ -123,13 +123,8 @@ pub fn parse_id<Id: From<Uuid>>(raw: &str) -> Result<Id, AppError> {
         .map_err(|_| AppError::NotFound)
 }
 
-/// What every page needs besides its own data: the CSRF token for its forms
-/// and, on organizer pages, who is logged in.
-#[derive(Debug, Clone, Default)]
-pub struct PageContext {
-    pub csrf: String,
-    pub organizer: Option<crate::auth::CurrentOrganizer>,
-}
+// Defined with the views that read it; extracted here.
+pub use super::views::PageContext;
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PageContext {
     type Rejection = std::convert::Infallible;

@@ -5,19 +5,14 @@
 //! benchmark, where every buyer is 127.0.0.1, turns the per-address one off
 //! with an explicit flag (`--purchase-burst-per-ip 0`).
 
-use std::{net::SocketAddr, num::NonZeroU32, sync::Arc, time::Duration};
+use std::{num::NonZeroU32, sync::Arc, time::Duration};
 
-use axum::{
-    extract::{ConnectInfo, Request, State},
-    middleware::Next,
-    response::Response,
-};
 use governor::{
     DefaultKeyedRateLimiter, Quota, RateLimiter,
     clock::{Clock, DefaultClock},
 };
 
-use super::{AppState, per_client::ClientKey};
+use super::per_client::ClientKey;
 use crate::{domain::Email, error::AppError};
 
 /// How often the limiters forget keys that are back to a full burst.
@@ -93,6 +88,14 @@ impl PurchaseLimits {
         self.per_ip.is_some()
     }
 
+    /// The client address's budget, if purchases are limited per address.
+    pub fn check_client(&self, client: &ClientKey) -> Result<(), AppError> {
+        match &self.per_ip {
+            Some(limiter) => check(limiter, client),
+            None => Ok(()),
+        }
+    }
+
     /// The buyer's own budget; the email as typed, lower-cased.
     pub fn check_email(&self, email: &Email) -> Result<(), AppError> {
         match &self.per_email {
@@ -112,18 +115,4 @@ fn check<K: std::hash::Hash + Eq + Clone>(
             retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
         }
     })
-}
-
-/// The per-address limit, on the purchase routes.
-pub async fn per_ip(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let peer = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| ClientKey::of(addr.ip()));
-    if let (Some(limiter), Some(peer)) = (&state.purchase_limits.per_ip, peer)
-        && let Err(err) = check(limiter, &peer)
-    {
-        return super::error::refuse(request.uri(), &err);
-    }
-    next.run(request).await
 }

@@ -7,7 +7,7 @@ use sqlx::PgPool;
 use tower_sessions_sqlx_store::PostgresStore;
 
 use super::{
-    api::ApiRateLimit,
+    api_rate_limit::ApiRateLimit,
     event_cache::EventCache,
     list_cache::ListCache,
     purchase_limits::{PurchaseLimits, PurchaseRates},
@@ -53,7 +53,7 @@ impl Default for Limits {
             login_burst: 10,
             login_period: Duration::from_secs(6),
             purchase_rates: PurchaseRates::default(),
-            api_requests_per_minute: super::api::DEFAULT_API_REQUESTS_PER_MINUTE,
+            api_requests_per_minute: super::api_rate_limit::DEFAULT_API_REQUESTS_PER_MINUTE,
         }
     }
 }

@@ -23,6 +23,7 @@ mod gate_cluster;
 mod gate_logs;
 mod hold_the_door;
 mod holds;
+mod house;
 mod load_generator;
 mod mail;
 mod openapi_fuzz;

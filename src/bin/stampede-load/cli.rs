@@ -2,8 +2,6 @@
 
 use std::{path::PathBuf, str::FromStr};
 
-use crate::scenario::ScenarioKind;
-
 #[derive(Debug, clap::Parser)]
 #[command(
     name = "stampede-load",
@@ -25,7 +23,47 @@ pub enum Command {
     Table(TableArgs),
     /// The waiting room's benchmarks: queue joins per second, position
     /// views against the trivial route, a full on-sale (prints JSON).
-    Queue(Box<crate::queue::QueueArgs>),
+    Queue(Box<QueueArgs>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScenarioKind {
+    /// Seed 000: 200 buyers at once for 10 tickets, 1-4 each.
+    Seed000,
+    /// Seed 001: 10,000 attempts for 100 tickets, one each.
+    Seed001,
+    /// One ticket type with more tickets than the run can sell: sustained
+    /// purchase throughput on the hot row.
+    Hot,
+    /// Sell out 100 tickets, then keep hammering: refusals per second.
+    Sellout,
+    /// Buyers refreshing the event page.
+    RushPage,
+    /// Purchases spread over many events, one ticket type each.
+    ManyEvents,
+    /// `GET` of an unknown `/api/` path: the JSON 404, the trivial route.
+    Trivial,
+    /// `GET /healthz`.
+    Health,
+    /// `GET /` of a bare hello-world server (examples/hello.rs).
+    Hello,
+}
+
+impl ScenarioKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Seed000 => "seed000",
+            Self::Seed001 => "seed001",
+            Self::Hot => "hot",
+            Self::Sellout => "sellout",
+            Self::RushPage => "rush-page",
+            Self::ManyEvents => "many-events",
+            Self::Trivial => "trivial",
+            Self::Health => "health",
+            Self::Hello => "hello",
+        }
+    }
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -177,6 +215,47 @@ impl std::fmt::Display for QuantitySpec {
             write!(f, "{}-{}", self.min, self.max)
         }
     }
+}
+
+// `queue MODE`: the waiting room's benchmarks (queue.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum QueueMode {
+    Joins,
+    Positions,
+    Onsale,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct QueueArgs {
+    #[arg(value_enum)]
+    pub mode: QueueMode,
+    /// The server's base URL (plain http, loopback).
+    #[arg(long, default_value = "http://127.0.0.1:3000")]
+    pub url: String,
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Connections (each a virtual client; in `onsale` they serve all the
+    /// joiners' polls in turn).
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Seconds of measurement (`joins`; `positions`: each of the two).
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Entries in the queue (`positions`, `onsale`).
+    #[arg(long, default_value_t = 20_000)]
+    pub joiners: usize,
+    /// Tickets on sale (`onsale`), one per buyer.
+    #[arg(long, default_value_t = 1_000)]
+    pub tickets: i32,
+    /// The room's admission rate (`onsale`).
+    #[arg(long, default_value_t = 3_000)]
+    pub admit_per_minute: i32,
+    /// Give up on the on-sale after this many seconds from the opening.
+    #[arg(long, default_value_t = 180.0)]
+    pub limit: f64,
+    /// Tokio worker threads of the generator.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
 }
 
 #[cfg(test)]

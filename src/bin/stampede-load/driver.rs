@@ -20,8 +20,8 @@ use uuid::Uuid;
 use crate::{
     buyer::{Buyer, Outcome, Script},
     cli::RunArgs,
+    cpu::process_cpu,
     http::{Conn, Target},
-    report::process_cpu,
     scenario::Plan,
     setup::Sale,
 };

@@ -14,6 +14,7 @@
 
 mod buyer;
 mod cli;
+mod cpu;
 mod driver;
 mod http;
 mod queue;
@@ -88,9 +89,9 @@ async fn run(args: &RunArgs) -> anyhow::Result<report::Report> {
         _ => None,
     };
 
-    let cpu_before = report::CpuSample::take(&args.server_pids);
+    let cpu_before = cpu::CpuSample::take(&args.server_pids);
     let played = driver::play(Arc::new(plan.clone()), &sale, targets, args).await?;
-    let cpu = report::CpuSample::take(&args.server_pids).since(&cpu_before);
+    let cpu = cpu::CpuSample::take(&args.server_pids).since(&cpu_before);
 
     let invariants = match &db {
         Some(db) => Some(verify::check(db, &sale, &played.tally).await?),

@@ -2,47 +2,7 @@
 
 use std::time::Duration;
 
-use crate::cli::{QuantitySpec, RunArgs, Via};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ScenarioKind {
-    /// Seed 000: 200 buyers at once for 10 tickets, 1-4 each.
-    Seed000,
-    /// Seed 001: 10,000 attempts for 100 tickets, one each.
-    Seed001,
-    /// One ticket type with more tickets than the run can sell: sustained
-    /// purchase throughput on the hot row.
-    Hot,
-    /// Sell out 100 tickets, then keep hammering: refusals per second.
-    Sellout,
-    /// Buyers refreshing the event page.
-    RushPage,
-    /// Purchases spread over many events, one ticket type each.
-    ManyEvents,
-    /// `GET` of an unknown `/api/` path: the JSON 404, the trivial route.
-    Trivial,
-    /// `GET /healthz`.
-    Health,
-    /// `GET /` of a bare hello-world server (examples/hello.rs).
-    Hello,
-}
-
-impl ScenarioKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Seed000 => "seed000",
-            Self::Seed001 => "seed001",
-            Self::Hot => "hot",
-            Self::Sellout => "sellout",
-            Self::RushPage => "rush-page",
-            Self::ManyEvents => "many-events",
-            Self::Trivial => "trivial",
-            Self::Health => "health",
-            Self::Hello => "hello",
-        }
-    }
-}
+use crate::cli::{QuantitySpec, RunArgs, ScenarioKind, Via};
 
 /// What one attempt does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

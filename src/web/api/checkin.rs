@@ -46,7 +46,7 @@ pub struct RedeemRequest {
 /// The answer to a scan: `result` is the reason code.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AnswerBody {
-    #[schema(value_type = super::doc::ScanResultName)]
+    #[schema(value_type = ScanResultName)]
     result: &'static str,
     code: String,
     ticket_type: Option<String>,
@@ -310,4 +310,17 @@ pub async fn list_check_ins(
     let limit = page_limit(param(&params, "limit"))?;
     let page = lists::since(&state.db, organizer.id, event_id, since, limit).await?;
     Ok(Json(page.into()))
+}
+
+/// A scan's reason code.
+#[derive(serde::Serialize, ToSchema)]
+#[schema(as = ScanResult)]
+#[allow(dead_code)] // documents a `&'static str` field
+#[serde(rename_all = "snake_case")]
+pub enum ScanResultName {
+    Ok,
+    AlreadyRedeemed,
+    OrderCancelled,
+    WrongEvent,
+    Unknown,
 }

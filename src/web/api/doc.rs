@@ -17,7 +17,7 @@ use axum::{
     response::{Html, IntoResponse, Response},
 };
 use utoipa::{
-    Modify, OpenApi, PartialSchema, ToSchema,
+    Modify, OpenApi, PartialSchema,
     openapi::{
         self, ContentBuilder, HeaderBuilder, Ref, RefOr, ResponseBuilder,
         security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
@@ -54,22 +54,22 @@ use crate::web::{error::ErrorBody, extract::PageContext, views};
         super::cancel_order,
         super::create_event,
         super::list_own_events,
-        super::organizer::get_event,
-        super::organizer::update_event,
-        super::organizer::publish,
-        super::organizer::unpublish,
-        super::organizer::cancel_event,
-        super::organizer::list_ticket_types,
-        super::organizer::create_ticket_type,
-        super::organizer::update_ticket_type,
-        super::organizer::delete_ticket_type,
+        super::organizer::event::get_event,
+        super::organizer::event::update_event,
+        super::organizer::event::publish,
+        super::organizer::event::unpublish,
+        super::organizer::event::cancel_event,
+        super::organizer::ticket_types::list_ticket_types,
+        super::organizer::ticket_types::create_ticket_type,
+        super::organizer::ticket_types::update_ticket_type,
+        super::organizer::ticket_types::delete_ticket_type,
         super::pause::pause,
         super::pause::resume,
-        super::organizer::list_orders,
-        super::organizer::get_order,
-        super::organizer::cancel_order,
-        super::organizer::stats,
-        super::organizer::sales_per_minute,
+        super::organizer::orders::list_orders,
+        super::organizer::orders::get_order,
+        super::organizer::orders::cancel_order,
+        super::organizer::stats::stats,
+        super::organizer::stats::sales_per_minute,
         super::checkin::redeem,
         super::checkin::list_check_ins,
         super::checkin::search_tickets,
@@ -79,9 +79,9 @@ use crate::web::{error::ErrorBody, extract::PageContext, views};
         super::waitlist::put_offers,
         super::waiting_room::get_room,
         super::waiting_room::put_room,
-        crate::web::queue::api_join,
-        crate::web::queue::api_position,
-        crate::web::queue::api_challenge,
+        crate::web::queue::api::api_join,
+        crate::web::queue::api::api_position,
+        crate::web::queue::api::api_challenge,
         super::webhooks::list,
         super::webhooks::create,
         super::webhooks::show,
@@ -101,30 +101,6 @@ use crate::web::{error::ErrorBody, extract::PageContext, views};
     ),
 )]
 pub struct ApiDoc;
-
-/// An event's status, as the API reports it.
-#[derive(serde::Serialize, ToSchema)]
-#[schema(as = EventStatus)]
-#[allow(dead_code)] // documents a `&'static str` field
-#[serde(rename_all = "lowercase")]
-pub enum EventStatusName {
-    Draft,
-    Published,
-    Cancelled,
-}
-
-/// A scan's reason code.
-#[derive(serde::Serialize, ToSchema)]
-#[schema(as = ScanResult)]
-#[allow(dead_code)] // documents a `&'static str` field
-#[serde(rename_all = "snake_case")]
-pub enum ScanResultName {
-    Ok,
-    AlreadyRedeemed,
-    OrderCancelled,
-    WrongEvent,
-    Unknown,
-}
 
 /// The answers every operation of a kind can give, added in one place
 /// rather than on each annotation: the bearer scheme and its 401 and 429

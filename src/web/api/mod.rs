@@ -12,7 +12,6 @@ mod organizer;
 mod organizer_wire;
 mod pause;
 mod presale;
-mod rate_limit;
 pub(crate) mod waiting_room;
 mod waitlist;
 mod webhooks;
@@ -20,7 +19,6 @@ mod webhooks_wire;
 mod wire;
 
 pub use organizer::routes as organizer_routes;
-pub use rate_limit::{ApiRateLimit, DEFAULT_API_REQUESTS_PER_MINUTE, per_account};
 pub use webhooks::routes as webhook_routes;
 
 use wire::{CreateEvent, CreateOrder, EventBody, EventList, EventPageBody, OrderBody};

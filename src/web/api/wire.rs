@@ -150,7 +150,7 @@ pub struct EventBody {
     sale_opens_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
     sale_closes_at: Option<OffsetDateTime>,
-    #[schema(value_type = super::doc::EventStatusName)]
+    #[schema(value_type = EventStatusName)]
     status: &'static str,
     max_per_buyer: Option<i32>,
     /// Minutes orders are held for their buyers' confirmation by mail;
@@ -253,7 +253,7 @@ pub struct EventSummary {
     sale_opens_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
     sale_closes_at: Option<OffsetDateTime>,
-    #[schema(value_type = super::doc::EventStatusName)]
+    #[schema(value_type = EventStatusName)]
     status: &'static str,
     max_per_buyer: Option<i32>,
     ticket_types: Vec<TicketTypeBody>,
@@ -363,4 +363,15 @@ impl From<Order> for OrderBody {
             cancel_url: None,
         }
     }
+}
+
+/// An event's status, as the API reports it.
+#[derive(serde::Serialize, ToSchema)]
+#[schema(as = EventStatus)]
+#[allow(dead_code)] // documents a `&'static str` field
+#[serde(rename_all = "lowercase")]
+pub enum EventStatusName {
+    Draft,
+    Published,
+    Cancelled,
 }

@@ -1,7 +1,8 @@
 use maud::{Markup, html};
 
+use super::PageContext;
 use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
-use crate::{auth::ApiToken, web::extract::PageContext};
+use crate::auth::ApiToken;
 
 /// What the sign-up and log-in forms keep when they come back.
 #[derive(Debug, Clone, Default)]
@@ -100,7 +101,7 @@ pub fn settings(
                 }
                 @if !tokens.is_empty() {
                     table.events {
-                        thead { tr { th { "Name" } th { "Token" } th { "Created" } th { "Last used" } th { "" } } }
+                        thead { tr { th { "Name" } th { "Token" } th { "Created" } th { "Last used" } th { span.visually-hidden { "Actions" } } } }
                         tbody {
                             @for token in tokens {
                                 tr {

@@ -6,8 +6,8 @@
 use maud::{Markup, html};
 use serde_json::Value;
 
+use super::PageContext;
 use super::layout;
-use crate::web::extract::PageContext;
 
 const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
 

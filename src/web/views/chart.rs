@@ -4,7 +4,7 @@
 use maud::{Markup, html};
 use time::{OffsetDateTime, UtcOffset, macros::format_description};
 
-use super::dashboard::rfc3339;
+use super::rfc3339;
 use crate::domain::SalesChart;
 
 // The chart's drawing area, in SVG user units.

@@ -1,14 +1,15 @@
 //! The organizer's dashboard for one event; its chart is [`super::chart`].
 
 use maud::{Markup, html};
-use time::{OffsetDateTime, UtcOffset, format_description::well_known::Rfc3339};
 
 use super::{
+    PageContext,
     chart::sales_chart,
     csrf_field,
     door::{DoorPanel, panel as door_panel},
     format_time, layout,
     organizer::{EventPage, status_bar},
+    rfc3339,
 };
 use crate::{
     db::{
@@ -17,7 +18,6 @@ use crate::{
     },
     domain::{EventId, OrderId, SaleState, decimal_price, format_price},
     waiting_room::RoomStatus,
-    web::extract::PageContext,
 };
 
 pub fn page(
@@ -286,12 +286,6 @@ fn orders(event_id: EventId, orders: &OrdersPage) -> Markup {
 
 fn short_id(id: OrderId) -> String {
     id.get().simple().to_string().chars().take(8).collect()
-}
-
-pub(super) fn rfc3339(t: OffsetDateTime) -> String {
-    t.to_offset(UtcOffset::UTC)
-        .format(&Rfc3339)
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -4,14 +4,16 @@
 use maud::{Markup, html};
 use time::OffsetDateTime;
 
-use super::{FormError, csrf_field, datetime_local, error_notice, format_time, invalid, layout};
+use super::{
+    FormError, PageContext, csrf_field, datetime_local, error_notice, format_time, invalid, layout,
+};
 use crate::{
     checkin::{
         Answer,
         links::{DoorLink, LinkState, OpenDoor},
     },
     domain::{CheckInResult, DoorSecret, EventId, ScanNonce},
-    web::{assets, extract::PageContext},
+    web::assets,
 };
 
 /// The scanner: the last answer (if any) large, then the form for the next

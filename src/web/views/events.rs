@@ -1,8 +1,8 @@
 use maud::{Markup, html};
 use time::OffsetDateTime;
 
+use super::PageContext;
 use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
-use crate::web::extract::PageContext;
 use crate::{
     db::events::{EventDetail, TicketType},
     domain::{EventCursor, SaleState, format_price},

@@ -19,8 +19,16 @@ use axum::http::StatusCode;
 use maud::{DOCTYPE, Markup, html};
 use time::{OffsetDateTime, macros::format_description};
 
-use super::{assets, csrf, extract::PageContext};
+use super::{assets, csrf};
 pub use crate::domain::format_time;
+
+/// What every page needs besides its own data: the CSRF token for its forms
+/// and, on organizer pages, who is logged in.
+#[derive(Debug, Clone, Default)]
+pub struct PageContext {
+    pub csrf: String,
+    pub organizer: Option<crate::auth::CurrentOrganizer>,
+}
 
 /// The page frame shared by every page.
 pub fn layout(ctx: &PageContext, title: &str, body: Markup) -> Markup {
@@ -88,6 +96,13 @@ pub fn error_page(status: StatusCode, message: &str) -> Markup {
             }
         },
     )
+}
+
+/// A `<time datetime>` value: RFC 3339 in UTC.
+fn rfc3339(t: OffsetDateTime) -> String {
+    t.to_offset(time::UtcOffset::UTC)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
 /// The value for a `datetime-local` input.

@@ -2,8 +2,8 @@ use maud::{Markup, html};
 
 use time::OffsetDateTime;
 
-use super::{csrf_field, dashboard::rfc3339, format_time, layout_refreshing};
-use crate::web::extract::PageContext;
+use super::PageContext;
+use super::{csrf_field, format_time, layout_refreshing, rfc3339};
 use crate::{
     db::orders::{OrderContext, Ticket},
     domain::{CancelSecret, OrderStatus, format_price},

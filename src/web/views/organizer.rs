@@ -1,7 +1,7 @@
 use maud::{Markup, html};
 
+use super::PageContext;
 use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
-use crate::web::extract::PageContext;
 use crate::{
     db::events::EventDetail,
     domain::{

@@ -3,11 +3,10 @@
 
 use maud::{Markup, html};
 
-use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
+use super::{FormError, PageContext, csrf_field, error_notice, format_time, invalid, layout};
 use crate::{
     db::{events::EventDetail, presale::CodeSummary},
     domain::{MAX_CODE_USES, MAX_CODES_PER_BATCH},
-    web::extract::PageContext,
 };
 
 /// What the organizer typed, kept when the form comes back with an error.

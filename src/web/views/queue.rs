@@ -3,12 +3,8 @@
 
 use maud::{Markup, html};
 
-use super::{csrf_field, format_time, layout_refreshing};
-use crate::{
-    domain::EventId,
-    waiting_room::Room,
-    web::{assets, extract::PageContext},
-};
+use super::{PageContext, csrf_field, format_time, layout_refreshing};
+use crate::{domain::EventId, waiting_room::Room, web::assets};
 
 /// What the position page shows (per buyer: never cached).
 #[derive(Debug)]

@@ -4,14 +4,13 @@
 use maud::{Markup, html};
 use time::OffsetDateTime;
 
-use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
+use super::{FormError, PageContext, csrf_field, error_notice, format_time, invalid, layout};
 use crate::{
     db::{
         events::EventDetail,
         waitlist::{Entry, EventLists},
     },
     domain::{ConfirmToken, OrderStatus, WaitlistStatus},
-    web::extract::PageContext,
 };
 
 /// What the buyer typed, kept when the form comes back with an error.

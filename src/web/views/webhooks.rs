@@ -3,11 +3,10 @@
 
 use maud::{Markup, html};
 
-use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
+use super::{FormError, PageContext, csrf_field, error_notice, format_time, invalid, layout};
 use crate::{
     db::webhooks::{Delivery, Endpoint},
     domain::{MAX_WEBHOOK_DESCRIPTION_CHARS, MAX_WEBHOOK_URL_CHARS, WEBHOOK_EVENT_TYPES},
-    web::extract::PageContext,
 };
 
 /// What the new-endpoint form keeps when it comes back.
@@ -63,7 +62,7 @@ pub fn section(
             (secret_notice(new_secret))
             @if !endpoints.is_empty() {
                 table.events {
-                    thead { tr { th { "URL" } th { "Events" } th { "State" } th { "" } } }
+                    thead { tr { th { "URL" } th { "Events" } th { "State" } th { span.visually-hidden { "Actions" } } } }
                     tbody {
                         @for endpoint in endpoints {
                             tr {
@@ -164,7 +163,7 @@ pub fn endpoint_page(
                     p { "Nothing delivered yet." }
                 } @else {
                     table.events #deliveries {
-                        thead { tr { th { "Message" } th { "Status" } th { "Attempts" } th { "" } } }
+                        thead { tr { th { "Message" } th { "Status" } th { "Attempts" } th { span.visually-hidden { "Actions" } } } }
                         tbody {
                             @for delivery in deliveries {
                                 tr {

@@ -25,4 +25,5 @@ mod organizer_bounds;
 mod organizer_pages;
 mod pause;
 mod plain_text;
+mod settings;
 mod site;

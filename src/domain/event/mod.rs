@@ -1,0 +1,151 @@
+//! An event as typed by an organizer or sent by a script, and as checked:
+//! its texts, status, limits and hold here; its ticket types and the dates
+//! of its sale window in modules of their own.
+
+mod fields;
+mod ticket_type;
+mod window;
+
+#[cfg(test)]
+mod tests;
+
+use time::OffsetDateTime;
+
+pub use ticket_type::{MAX_PER_BUYER, NewTicketType, TicketTypeInput};
+pub use window::parse_datetime;
+
+use fields::{text, whole};
+use window::parse_dates;
+
+use super::{EventStatus, ForField, InvalidField, Lines, SaleWindow, refuse_control};
+
+pub const MAX_TICKET_TYPES: usize = 20;
+/// The longest hold an organizer can choose (the suggested one is 10).
+pub const MAX_HOLD_MINUTES: i64 = 120;
+/// What the organizer form suggests for a held sale.
+pub const DEFAULT_HOLD_MINUTES: i64 = 10;
+
+/// A stored hold as the form's and the API's minutes (rounded up), blank
+/// for none.
+pub fn hold_minutes_text(hold_seconds: Option<i32>) -> String {
+    hold_seconds
+        .map(|s| (i64::from(s) + 59).div_euclid(60).to_string())
+        .unwrap_or_default()
+}
+/// An event as typed by an organizer (form) or sent by a script (API):
+/// text everywhere, parsed by [`EventInput::parse`].
+#[derive(Debug, Clone, Default)]
+pub struct EventInput {
+    pub title: String,
+    pub description: String,
+    pub venue: String,
+    pub starts_at: String,
+    pub sale_opens_at: String,
+    pub sale_closes_at: String,
+    pub status: String,
+    /// The event's limit per buyer across its ticket types; blank for none.
+    pub max_per_buyer: String,
+    /// Minutes an order is held for its buyer to confirm by mail; blank:
+    /// orders are confirmed at once.
+    pub hold_minutes: String,
+    pub ticket_types: Vec<TicketTypeInput>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    pub title: String,
+    pub description: String,
+    pub venue: String,
+    pub starts_at: OffsetDateTime,
+    /// Its status and sale window, already checked to be in order.
+    pub window: SaleWindow,
+    /// At most this many tickets per buyer across the ticket types.
+    pub max_per_buyer: Option<i32>,
+    /// Orders held this long for the buyer's mailbox confirmation; `None`:
+    /// confirmed at once.
+    pub hold_seconds: Option<i32>,
+    pub ticket_types: Vec<NewTicketType>,
+}
+
+impl EventInput {
+    pub fn parse(&self) -> Result<NewEvent, InvalidField> {
+        let title = text(&self.title, 200).for_field("title")?;
+        let venue = text(&self.venue, 200).for_field("venue")?;
+        let description = self.description.trim().to_owned();
+        refuse_control(&description, Lines::Many).for_field("description")?;
+        if description.chars().count() > 10_000 {
+            return Err(InvalidField::new(
+                "description",
+                "Keep the description under 10,000 characters.",
+            ));
+        }
+        let (starts_at, sale_opens_at, sale_closes_at) =
+            parse_dates(&self.starts_at, &self.sale_opens_at, &self.sale_closes_at)?;
+        let max_per_buyer = match self.max_per_buyer.trim() {
+            "" => None,
+            raw => Some(whole(raw, 1, MAX_PER_BUYER).for_field("max_per_buyer")? as i32),
+        };
+        let hold_seconds = match self.hold_minutes.trim() {
+            "" => None,
+            raw => Some(whole(raw, 1, MAX_HOLD_MINUTES).for_field("hold_minutes")? as i32 * 60),
+        };
+        let status = match self.status.trim() {
+            "" | "draft" => EventStatus::Draft,
+            "published" => EventStatus::Published,
+            other => {
+                return Err(InvalidField::new(
+                    "status",
+                    format!("\"{other}\" is not a status; use draft or published."),
+                ));
+            }
+        };
+
+        let rows: Vec<_> = self
+            .ticket_types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.is_blank())
+            .collect();
+        if rows.is_empty() {
+            return Err(InvalidField::new(
+                "ticket_types",
+                "Add at least one ticket type.",
+            ));
+        }
+        if rows.len() > MAX_TICKET_TYPES {
+            return Err(InvalidField::new(
+                "ticket_types",
+                format!("An event can have at most {MAX_TICKET_TYPES} ticket types."),
+            ));
+        }
+        let mut ticket_types: Vec<NewTicketType> = Vec::with_capacity(rows.len());
+        for (index, row) in rows {
+            let parsed = row.parse(index)?;
+            if ticket_types
+                .iter()
+                .any(|t| t.name.eq_ignore_ascii_case(&parsed.name))
+            {
+                return Err(InvalidField::new(
+                    format!("ticket_types[{index}].name"),
+                    format!("Two ticket types are called \"{}\".", parsed.name),
+                ));
+            }
+            ticket_types.push(parsed);
+        }
+        Ok(NewEvent {
+            title,
+            description,
+            venue,
+            starts_at,
+            window: SaleWindow {
+                status,
+                opens_at: sale_opens_at,
+                closes_at: sale_closes_at,
+                starts_at,
+            },
+            max_per_buyer,
+            hold_seconds,
+            ticket_types,
+        })
+    }
+}

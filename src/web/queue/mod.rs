@@ -1,0 +1,182 @@
+//! The waiting room's buyer side: joining, the position page (HTML with a
+//! meta refresh, or JSON), and the published pre-queue. Thin handlers
+//! around `crate::waiting_room`.
+//!
+//! What a buyer holds travels in per-event HttpOnly cookies (`stampede_q_*`:
+//! the signed entry, `stampede_pass_*`: the pass) and, for API clients, in
+//! the `Stampede-Queue-Entry` header and the JSON answers.
+//!
+//! The cookies, the room lookup and the position are here; the pages in
+//! page.rs, the JSON API in api.rs.
+
+pub mod api;
+mod page;
+
+use std::net::SocketAddr;
+
+use axum::{
+    Extension,
+    extract::ConnectInfo,
+    http::{HeaderMap, HeaderValue, header},
+};
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use super::AppState;
+use crate::{
+    domain::{EventId, QueueEntryId},
+    error::AppError,
+    waiting_room::{self, RULE, Room, Standing},
+};
+
+pub use api::{api_challenge, api_join, api_position};
+pub use page::{join, position_page, prequeue};
+
+/// The API clients' header for their entry token.
+pub const ENTRY_HEADER: &str = "stampede-queue-entry";
+
+pub fn entry_cookie(event_id: EventId) -> String {
+    format!("stampede_q_{}", event_id.get().simple())
+}
+
+pub fn pass_cookie(event_id: EventId) -> String {
+    format!("stampede_pass_{}", event_id.get().simple())
+}
+
+/// A cookie's value from the request, if present.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, value)| value)
+}
+
+pub(super) fn set_cookie(
+    state: &AppState,
+    name: &str,
+    value: &str,
+    max_age_secs: i64,
+) -> Option<HeaderValue> {
+    let secure = if state.secure_cookies { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!(
+        "{name}={value}; Path=/; Max-Age={max_age_secs}; HttpOnly; SameSite=Lax{secure}"
+    ))
+    .ok()
+}
+
+/// Whether the request carries a valid pass for the event (pages use it
+/// to show the buy form; the sale checks again, and checks spending).
+pub fn holds_pass(
+    state: &AppState,
+    headers: &HeaderMap,
+    event_id: EventId,
+    now: OffsetDateTime,
+) -> bool {
+    let pass = cookie(headers, &pass_cookie(event_id));
+    state
+        .sales
+        .rooms()
+        .key()
+        .check_pass(event_id, pass, now)
+        .is_ok()
+}
+
+pub(super) async fn active_room(
+    state: &AppState,
+    event_id: EventId,
+) -> Result<std::sync::Arc<Room>, AppError> {
+    state
+        .sales
+        .rooms()
+        .active(&state.db, event_id, state.clock.now())
+        .await?
+        .ok_or(AppError::NotFound)
+}
+
+pub(super) fn client(
+    connect: Option<Extension<ConnectInfo<SocketAddr>>>,
+) -> Option<std::net::IpAddr> {
+    connect.map(|Extension(ConnectInfo(addr))| addr.ip())
+}
+
+/// Where the buyer stands, for the page and the JSON answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PositionBody {
+    pub(super) entry_id: QueueEntryId,
+    /// `waiting`, `admitted` or `done` (pass spent or expired).
+    pub(super) state: &'static str,
+    /// 1-based place among those still waiting (`null` once admitted).
+    pub(super) place: Option<i64>,
+    pub(super) ahead: Option<i64>,
+    /// Seconds, from the admission rate (`null` when unknown).
+    pub(super) estimated_wait_secs: Option<i64>,
+    pub(super) in_prequeue: bool,
+    /// The signed pass, while admitted: send it as `pass` with the order.
+    pub(super) pass: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub(super) pass_expires_at: Option<OffsetDateTime>,
+    pub(super) commitment_sha256: String,
+    pub(super) seed: Option<String>,
+    pub(super) rule: &'static str,
+}
+
+pub(super) async fn position(
+    state: &AppState,
+    room: &Room,
+    entry: QueueEntryId,
+    now: OffsetDateTime,
+) -> Result<PositionBody, AppError> {
+    let standing = waiting_room::standing(&state.db, room.event_id, entry).await?;
+    let mut body = PositionBody {
+        entry_id: entry,
+        state: "waiting",
+        place: None,
+        ahead: None,
+        estimated_wait_secs: None,
+        in_prequeue: false,
+        pass: None,
+        pass_expires_at: None,
+        commitment_sha256: room.commitment_hex(),
+        seed: room.revealed_seed_hex(),
+        rule: RULE,
+    };
+    match standing {
+        Standing::Waiting {
+            ahead,
+            prequeue,
+            shuffled,
+        } => {
+            body.in_prequeue = prequeue;
+            if shuffled {
+                body.place = Some(ahead + 1);
+                body.ahead = Some(ahead);
+                body.estimated_wait_secs = room
+                    .settings
+                    .admit_per_minute
+                    .map(|rate| (ahead + 1) * 60 / i64::from(rate));
+            }
+        }
+        Standing::Admitted { expires_at, spent } => {
+            if spent || expires_at <= now {
+                body.state = "done";
+            } else {
+                body.state = "admitted";
+                body.pass = Some(
+                    state
+                        .sales
+                        .rooms()
+                        .key()
+                        .pass(room.event_id, entry, expires_at)
+                        .to_string(),
+                );
+                body.pass_expires_at = Some(expires_at);
+            }
+        }
+    }
+    Ok(body)
+}

@@ -1,0 +1,165 @@
+//! The CSV export.
+
+use super::*;
+
+type CsvOrder = (
+    Uuid,
+    OffsetDateTime,
+    String,
+    String,
+    i32,
+    i64,
+    String,
+    String,
+);
+
+async fn db_orders(pool: &PgPool, event: Uuid) -> Vec<(CsvOrder, String)> {
+    let orders: Vec<CsvOrder> = sqlx::query_as(
+        "SELECT o.id, o.created_at, o.email, t.name, o.quantity, o.unit_price_minor, o.currency, o.status
+         FROM orders o JOIN ticket_types t ON t.id = o.ticket_type_id
+         WHERE t.event_id = $1 ORDER BY o.created_at, o.id",
+    )
+    .bind(event)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let mut out = Vec::new();
+    for order in orders {
+        let codes: Vec<String> =
+            sqlx::query_scalar("SELECT code FROM tickets WHERE order_id = $1 ORDER BY position")
+                .bind(order.0)
+                .fetch_all(pool)
+                .await
+                .unwrap();
+        assert_eq!(codes.len(), order.4 as usize);
+        out.push((order, codes.join(" ")));
+    }
+    out
+}
+
+async fn download_csv(org: &Organizer, event: Uuid) -> Vec<csv::StringRecord> {
+    let resp = org
+        .get(&format!("/organizer/events/{event}/orders.csv"))
+        .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let header = |name: &str| resp.headers()[name].to_str().unwrap().to_owned();
+    assert_eq!(header("content-type"), "text/csv; charset=utf-8");
+    assert_eq!(
+        header("content-disposition"),
+        format!("attachment; filename=\"orders-{event}.csv\"")
+    );
+    assert_eq!(header("cache-control"), "no-store");
+    let body = resp.bytes().await.unwrap();
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(&body[..]);
+    reader.records().map(|r| r.unwrap()).collect()
+}
+
+#[sqlx::test]
+async fn csv_export_has_every_order_of_the_event_with_its_ticket_codes(pool: PgPool) {
+    let (_app, org) = setup(&pool).await;
+    let (event, tts) = create_event(
+        &pool,
+        &org,
+        "Export",
+        &[
+            ("Standing, front", "25.00", "EUR", 100, 10),
+            ("VIP \"gold\"", "99.00", "USD", 10, 4),
+        ],
+    )
+    .await;
+    let (other, other_tts) =
+        create_event(&pool, &org, "Other", &[("Standing", "5", "EUR", 10, 4)]).await;
+    buy(&pool, tts[0], 3, "ada@example.org").await;
+    buy(&pool, tts[1], 2, "bob@example.org").await;
+    buy_and_cancel(&pool, tts[0], 1, "cyd@example.org").await;
+    buy(&pool, other_tts[0], 1, "ada@example.org").await;
+
+    let records = download_csv(&org, event).await;
+    assert_eq!(
+        records[0].iter().collect::<Vec<_>>().join(","),
+        "order_id,created_at,email,ticket_type,quantity,unit_price_minor,currency,status,ticket_codes"
+    );
+    let expected = db_orders(&pool, event).await;
+    assert_eq!(records.len() - 1, expected.len());
+    assert_eq!(expected.len(), 3);
+    for (record, ((id, created_at, email, tt, quantity, price, currency, status), codes)) in
+        records[1..].iter().zip(&expected)
+    {
+        assert_eq!(record.len(), 9);
+        assert_eq!(record[0], id.to_string());
+        assert_eq!(
+            OffsetDateTime::parse(&record[1], &Rfc3339).unwrap(),
+            *created_at
+        );
+        assert!(record[1].ends_with('Z'), "{}", &record[1]);
+        assert_eq!(&record[2], email);
+        assert_eq!(&record[3], tt);
+        assert_eq!(record[4], quantity.to_string());
+        assert_eq!(record[5], price.to_string());
+        assert_eq!(&record[6], currency);
+        assert_eq!(&record[7], status);
+        assert_eq!(&record[8], codes);
+        assert_eq!(record[8].split(' ').count(), *quantity as usize);
+    }
+    assert_eq!(&records[3][7], "cancelled");
+
+    // An event without orders exports just the header.
+    let (empty, _) = create_event(&pool, &org, "Empty", &[("Standing", "5", "EUR", 10, 4)]).await;
+    assert_eq!(download_csv(&org, empty).await.len(), 1);
+    assert_eq!(download_csv(&org, other).await.len(), 2);
+}
+
+#[sqlx::test]
+async fn csv_export_neutralises_cells_that_spreadsheets_would_run_as_formulas(pool: PgPool) {
+    let (_app, org) = setup(&pool).await;
+    let names = [
+        "=HYPERLINK(\"http://evil.example\",\"click\")",
+        "@SUM(1+1)",
+        "+1 guest",
+        "-5 discount",
+    ];
+    let rows: Vec<Row<'_>> = names.iter().map(|n| (*n, "10.00", "EUR", 10, 4)).collect();
+    let (event, tts) = create_event(&pool, &org, "Formulas", &rows).await;
+    let emails = [
+        "=cmd@example.org",
+        "-x@example.org",
+        "+y@example.org",
+        "plain@example.org",
+    ];
+    for (tt, email) in tts.iter().zip(emails) {
+        buy(&pool, *tt, 1, email).await;
+    }
+
+    let records = download_csv(&org, event).await;
+    let expected = db_orders(&pool, event).await;
+    assert_eq!(records.len(), 5);
+    for (record, ((_, _, email, tt, ..), _)) in records[1..].iter().zip(&expected) {
+        let guarded = |raw: &str| {
+            if raw.starts_with(['=', '+', '-', '@']) {
+                format!("'{raw}")
+            } else {
+                raw.to_owned()
+            }
+        };
+        assert_eq!(record[2], guarded(email));
+        assert_eq!(record[3], guarded(tt));
+    }
+    // No cell of the file starts like a formula.
+    for record in &records {
+        for field in record {
+            assert!(
+                !field.starts_with(['=', '+', '-', '@', '\t', '\r']),
+                "{field:?} in {record:?}"
+            );
+        }
+    }
+    assert!(
+        records
+            .iter()
+            .any(|r| &r[3] == "'=HYPERLINK(\"http://evil.example\",\"click\")")
+    );
+    assert!(records.iter().any(|r| &r[2] == "'=cmd@example.org"));
+    assert!(records.iter().any(|r| &r[2] == "plain@example.org"));
+}
