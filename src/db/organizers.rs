@@ -87,12 +87,7 @@ pub async fn insert_token(
     cap: i64,
 ) -> Result<bool, AppError> {
     let mut tx = db.begin().await?;
-    sqlx::query!(
-        "SELECT id FROM organizers WHERE id = $1 FOR UPDATE",
-        organizer_id.get()
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
+    super::events::guard::lock_organizer(&mut tx, organizer_id).await?;
     let inserted = sqlx::query!(
         "INSERT INTO api_tokens (organizer_id, name, token_hash, prefix)
          SELECT $1, $2, $3, $4

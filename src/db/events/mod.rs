@@ -1,7 +1,7 @@
 //! Events and their ticket types: the rows here; create and edit
 //! (write.rs), publish (status.rs), read and list (read.rs).
 
-mod guard;
+pub(in crate::db) mod guard;
 mod read;
 mod status;
 mod write;

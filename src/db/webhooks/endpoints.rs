@@ -16,8 +16,11 @@ pub async fn create(
     new: &NewEndpoint,
     secret: &str,
 ) -> Result<Endpoint, AppError> {
-    // The cap and the insert in one statement.
-    sqlx::query_as!(
+    // The organizer's row lock first, so that creations at once count each
+    // other (a count in the INSERT's own snapshot would let them all pass).
+    let mut tx = db.begin().await?;
+    crate::db::events::guard::lock_organizer(&mut tx, organizer_id).await?;
+    let created = sqlx::query_as!(
         Endpoint,
         r#"INSERT INTO webhook_endpoints (organizer_id, url, description, event_types, secret)
            SELECT $1, $2, $3, $4, $5
@@ -31,7 +34,7 @@ pub async fn create(
         secret,
         MAX_WEBHOOK_ENDPOINTS,
     )
-    .fetch_optional(db)
+    .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| {
         AppError::Invalid(InvalidField::new(
@@ -40,7 +43,9 @@ pub async fn create(
                 "You have {MAX_WEBHOOK_ENDPOINTS} webhook endpoints, the most allowed; delete one first."
             ),
         ))
-    })
+    })?;
+    tx.commit().await?;
+    Ok(created)
 }
 
 /// A page of the organizer's endpoints in creation order, after `after`

@@ -358,3 +358,48 @@ async fn the_settings_page_adds_an_endpoint_and_shows_its_secret_once(pool: PgPo
         .unwrap();
     assert_eq!(count, 1);
 }
+
+/// The cap on endpoints holds when the creations come at once: the
+/// organizer's row is locked before the count, so each counts the others.
+#[sqlx::test]
+async fn twenty_endpoints_at_most_even_when_created_at_once(
+    _: sqlx::postgres::PgPoolOptions,
+    connect: sqlx::postgres::PgConnectOptions,
+) {
+    let pool = common::pool(connect, 12).await;
+    let organizer = common::fixture_organizer(&pool).await;
+    let new = |i: usize| stampede::db::webhooks::NewEndpoint {
+        url: format!("https://hooks{i}.example.org/in"),
+        description: String::new(),
+        event_types: vec!["order.created".to_owned()],
+    };
+    for i in 0..15 {
+        stampede::db::webhooks::create(&pool, organizer.into(), &new(i), "whsec_x")
+            .await
+            .unwrap();
+    }
+    let created =
+        futures::future::join_all(
+            (15..25).map(|i| {
+                let (pool, new) = (pool.clone(), new(i));
+                async move {
+                    stampede::db::webhooks::create(&pool, organizer.into(), &new, "whsec_x").await
+                }
+            }),
+        )
+        .await;
+    let made = created.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(made, 5, "{created:?}");
+    assert!(created.iter().all(|r| match r {
+        Ok(_) => true,
+        Err(stampede::error::AppError::Invalid(invalid)) => invalid.field == "url",
+        Err(_) => false,
+    }));
+    let stored: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM webhook_endpoints WHERE organizer_id = $1")
+            .bind(organizer)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(stored, 20);
+}
