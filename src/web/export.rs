@@ -4,11 +4,15 @@
 //! [`CHUNKS_AHEAD`] chunks wait in memory: an export's memory stays
 //! constant however many orders it holds. Exports hold a database
 //! connection while they run, so at most [`MAX_EXPORTS`] run at once (503
-//! beyond) and one whose client stops reading for [`STALL`] is cut off.
+//! beyond), one organizer runs one of them at a time (429 beyond: nobody's
+//! stalled downloads take every slot), and one whose client stops reading
+//! for [`STALL`] is cut off.
 
 use std::{
     borrow::Cow,
+    collections::HashSet,
     pin::Pin,
+    sync::{LazyLock, Mutex},
     task::{Context, Poll},
     time::Duration,
 };
@@ -37,6 +41,37 @@ pub const STALL: Duration = Duration::from_secs(30);
 
 static EXPORTS: Semaphore = Semaphore::const_new(MAX_EXPORTS);
 
+/// The organizers with an export running in this process.
+static EXPORTING: LazyLock<Mutex<HashSet<OrganizerId>>> = LazyLock::new(Mutex::default);
+
+/// An organizer's one running export; the slot frees when it is dropped.
+struct OrganizerSlot(OrganizerId);
+
+impl OrganizerSlot {
+    /// The organizer's slot, unless an export of theirs is running.
+    fn take(organizer_id: OrganizerId) -> Option<Self> {
+        let mut running = EXPORTING
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Not `then_some(Self(..))`: that builds (and drops, freeing the
+        // running export's slot) a slot even when the insert fails.
+        if running.insert(organizer_id) {
+            Some(Self(organizer_id))
+        } else {
+            None
+        }
+    }
+}
+
+impl Drop for OrganizerSlot {
+    fn drop(&mut self) {
+        let mut running = EXPORTING
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        running.remove(&self.0);
+    }
+}
+
 type Chunk = Result<Bytes, std::io::Error>;
 
 /// A response body fed by the export task through a bounded channel.
@@ -56,17 +91,21 @@ impl http_body::Body for ChannelBody {
     }
 }
 
-/// The export of one event's orders as a streamed CSV body; 503 when
-/// [`MAX_EXPORTS`] are running.
+/// The export of one event's orders as a streamed CSV body; 429 while
+/// another export of the organizer's runs, 503 when [`MAX_EXPORTS`] are
+/// running.
 pub fn orders_csv_body(
     db: PgPool,
     organizer_id: OrganizerId,
     event_id: EventId,
 ) -> Result<Body, AppError> {
+    let slot = OrganizerSlot::take(organizer_id).ok_or(AppError::TooManyRequests {
+        retry_after_secs: STALL.as_secs(),
+    })?;
     let permit = EXPORTS.try_acquire().map_err(|_| AppError::Overloaded)?;
     let (tx, rx) = mpsc::channel::<Chunk>(CHUNKS_AHEAD);
     tokio::spawn(async move {
-        let _permit = permit;
+        let (_slot, _permit) = (slot, permit);
         if let Err(err) = stream_rows(&db, organizer_id, event_id, &tx).await {
             tracing::warn!(%event_id, error = %err, "CSV export cut short");
             // The client sees the body end in an error, not a short file.
@@ -177,6 +216,20 @@ fn write_row(writer: &mut csv::Writer<Vec<u8>>, row: &ExportRow) -> Result<(), A
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_organizer_runs_one_export_at_a_time() {
+        let (ada, bob) = (
+            OrganizerId::from(uuid::Uuid::new_v4()),
+            OrganizerId::from(uuid::Uuid::new_v4()),
+        );
+        let first = OrganizerSlot::take(ada).expect("a first export");
+        assert!(OrganizerSlot::take(ada).is_none(), "a second one at once");
+        let other = OrganizerSlot::take(bob).expect("another organizer's");
+        drop(first);
+        assert!(OrganizerSlot::take(ada).is_some(), "freed when it ends");
+        drop(other);
+    }
 
     #[test]
     fn formula_cells_are_neutralised() {
