@@ -11,7 +11,10 @@ use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 use super::{admission::ReadBody, error::ApiError};
-use crate::{domain::InvalidField, error::AppError};
+use crate::{
+    domain::{ConfirmToken, InvalidField},
+    error::AppError,
+};
 
 /// A JSON body; a bad one is answered with the field it got wrong.
 pub struct ApiJson<T>(pub T);
@@ -114,6 +117,13 @@ impl<S: Send + Sync> FromRequest<S> for FormFields {
             .map_err(|r| body_rejected(r.status(), r.body_text()))?;
         Ok(Self(fields))
     }
+}
+
+/// `t` from a query string, as a confirmation token (a mailed link's).
+pub fn confirm_token_in(query: &str) -> Option<ConfirmToken> {
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == "t")
+        .and_then(|(_, value)| ConfirmToken::parse(&value))
 }
 
 /// Ids in paths: anything that is not a UUID simply does not exist.

@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 
 use super::{
     AppState,
-    extract::{FormFields, PageContext, parse_id},
+    extract::{FormFields, PageContext, confirm_token_in, parse_id},
     list_cache::EventPage,
     queue,
     views::{
@@ -257,7 +257,7 @@ pub async fn order(
     let order_id: OrderId = parse_id(&id)?;
     let query = query.unwrap_or_default();
     let secret = secret_in(query.as_bytes());
-    let token = token_in(query.as_bytes());
+    let token = confirm_token_in(&query);
     let proof = db::orders::Proof {
         secret_hash: secret.as_ref().map(CancelSecret::hash),
         token_hash: token.as_ref().map(ConfirmToken::hash),
@@ -278,13 +278,6 @@ pub async fn order(
     ))
 }
 
-/// `t` from a query string or form, as a confirmation token.
-fn token_in(pairs: &[u8]) -> Option<ConfirmToken> {
-    form_urlencoded::parse(pairs)
-        .find(|(key, _)| key == "t")
-        .and_then(|(_, value)| ConfirmToken::parse(&value))
-}
-
 /// `GET /orders/{id}/confirm?t=token`: the link from a held order's mail
 /// opens a page whose button confirms; the GET (and a HEAD, and a mail
 /// scanner's fetch) changes nothing.
@@ -294,7 +287,7 @@ pub async fn confirm_page(
     RawQuery(query): RawQuery,
 ) -> Result<Markup, AppError> {
     let order_id: OrderId = parse_id(&id)?;
-    let token = token_in(query.unwrap_or_default().as_bytes()).ok_or(AppError::Forbidden(
+    let token = confirm_token_in(&query.unwrap_or_default()).ok_or(AppError::Forbidden(
         "This confirmation link is not valid for this order.",
     ))?;
     Ok(views::mailed_link::page(

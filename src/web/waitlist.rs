@@ -12,7 +12,7 @@ use maud::Markup;
 
 use super::{
     AppState,
-    extract::{FormFields, PageContext, parse_id},
+    extract::{FormFields, PageContext, confirm_token_in, parse_id},
     queue,
     views::{
         self, FormError,
@@ -31,12 +31,9 @@ use crate::{
 
 /// The token from a link's `?t=` (or a form's `t`).
 fn token_in(raw: &str) -> Result<ConfirmToken, AppError> {
-    form_urlencoded::parse(raw.as_bytes())
-        .find(|(key, _)| key == "t")
-        .and_then(|(_, value)| ConfirmToken::parse(&value))
-        .ok_or(AppError::Forbidden(
-            "This link is not valid for this place on the waiting list.",
-        ))
+    confirm_token_in(raw).ok_or(AppError::Forbidden(
+        "This link is not valid for this place on the waiting list.",
+    ))
 }
 
 fn entry_url(entry_id: WaitlistEntryId, token: &ConfirmToken) -> String {
