@@ -56,6 +56,11 @@ pub enum AppError {
     HoldExpired,
     #[error("This order is not waiting for a confirmation.")]
     NotHeld,
+    // Says nothing of which orders: anyone behind the address could read it.
+    #[error(
+        "Your network address already holds {max} unconfirmed tickets for this event: confirm those orders from their mails first, or wait until their holds end."
+    )]
+    UnconfirmedHoldLimit { max: i32 },
     // Waiting lists (src/db/waitlist/).
     #[error("Tickets of this type are on sale: buy them instead of joining its waiting list.")]
     NotSoldOut,
@@ -145,7 +150,9 @@ impl AppError {
             Self::PassRequired | Self::PassExpired | Self::PassInvalid | Self::PassSpent => {
                 StatusCode::FORBIDDEN
             }
-            Self::TooManyEntries { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::TooManyEntries { .. } | Self::UnconfirmedHoldLimit { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             Self::ProofRequired | Self::ProofExpired | Self::ProofInvalid => StatusCode::FORBIDDEN,
             Self::ProofReused => StatusCode::CONFLICT,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -173,6 +180,7 @@ impl AppError {
             Self::EventStarted => "event_started",
             Self::HoldExpired => "hold_expired",
             Self::NotHeld => "not_held",
+            Self::UnconfirmedHoldLimit { .. } => "unconfirmed_hold_limit",
             Self::NotSoldOut => "not_sold_out",
             Self::CodeUsedUp { .. } => "code_used_up",
             Self::TicketTypeSold { .. } => "ticket_type_sold",
@@ -202,7 +210,8 @@ impl AppError {
             Self::NotEnoughLeft { .. }
             | Self::OrderLimit { .. }
             | Self::BuyerLimit { .. }
-            | Self::EventBuyerLimit { .. } => Some("quantity"),
+            | Self::EventBuyerLimit { .. }
+            | Self::UnconfirmedHoldLimit { .. } => Some("quantity"),
             Self::IdempotencyConflict => Some("idempotency_key"),
             Self::CodeUsedUp { .. } => Some("presale_code"),
             Self::NonceReused => Some("nonce"),

@@ -1,17 +1,22 @@
 WITH new_orders AS (
-    -- With a hold ($17 seconds), ids and token hashes come from the app (the
-    -- token is derived from the id); without, both arrays are empty.
+    -- With a hold ($17 seconds, or per order $19 seconds: a mailbox not yet
+    -- proven gets a shorter first window), ids and token hashes come from
+    -- the app (the token is derived from the id); without, both arrays are
+    -- empty. An unproven mailbox's hold counts against its client address
+    -- ($20), which the batch counted under the address's lock.
     INSERT INTO orders (id, ticket_type_id, email, quantity, idempotency_key, unit_price_minor,
                         currency, cancel_secret_hash, buyer_key, queue_entry_id,
-                        status, hold_expires_at, confirm_token_hash, presale_code_id)
+                        status, hold_expires_at, confirm_token_hash, presale_code_id,
+                        held_by_address)
     SELECT coalesce(r.id, gen_random_uuid()), $1, r.email, r.quantity, r.idempotency_key, $5, $6,
            r.hash, r.buyer_key, r.queue_entry_id,
            CASE WHEN $17::int4 IS NULL THEN 'confirmed' ELSE 'held' END,
-           $9::timestamptz + make_interval(secs => $17::int4), r.token_hash, r.code_id
+           $9::timestamptz + make_interval(secs => coalesce(r.hold_secs, $17::int4)), r.token_hash,
+           r.code_id, CASE WHEN $17::int4 IS NOT NULL THEN r.address END
     FROM unnest($2::text[], $3::int4[], $4::text[], $10::bytea[], $11::text[], $14::uuid[],
-                $15::uuid[], $16::bytea[], $18::uuid[])
+                $15::uuid[], $16::bytea[], $18::uuid[], $19::int4[], $20::text[])
          AS r (email, quantity, idempotency_key, hash, buyer_key, queue_entry_id, id, token_hash,
-               code_id)
+               code_id, hold_secs, address)
     ON CONFLICT ON CONSTRAINT orders_buyer_idempotency_key DO NOTHING
     RETURNING id, email, quantity, idempotency_key, status, created_at, buyer_key, hold_expires_at,
               presale_code_id

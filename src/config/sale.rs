@@ -106,4 +106,38 @@ pub struct SaleArgs {
         global = true
     )]
     pub batch_queue: u32,
+
+    /// Held orders: unconfirmed tickets one client address (IPv6: one /64)
+    /// may hold per event for mailboxes not yet proven (no held order of
+    /// theirs confirmed from its mail yet); beyond, 429. 0 turns it off:
+    /// behind a proxy that shows every client with its own address.
+    #[arg(
+        long,
+        env = "STAMPEDE_HELD_PER_ADDRESS",
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u32).range(0..=100_000),
+        global = true
+    )]
+    pub held_per_address: u32,
+
+    /// Held orders: minutes a hold for a mailbox not yet proven lasts at
+    /// most (the event's own hold when that is shorter); a proven mailbox
+    /// gets the event's full hold.
+    #[arg(
+        long,
+        env = "STAMPEDE_UNPROVEN_HOLD_MINUTES",
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u64).range(1..=7 * 24 * 60),
+        global = true
+    )]
+    pub unproven_hold_minutes: u64,
+}
+
+impl SaleArgs {
+    pub fn hold_rules(&self) -> crate::sale::HoldRules {
+        crate::sale::HoldRules {
+            per_address: i32::try_from(self.held_per_address).unwrap_or(i32::MAX),
+            unproven: std::time::Duration::from_secs(self.unproven_hold_minutes * 60),
+        }
+    }
 }

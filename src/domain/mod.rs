@@ -5,6 +5,7 @@
 
 mod buyer_key;
 mod checkin;
+mod client_key;
 mod confirm;
 mod email;
 mod event;
@@ -29,6 +30,7 @@ pub use checkin::{
     CHECK_INS_PER_PAGE, CheckInCursor, CheckInResult, DoorName, DoorSecret, DoorWindow,
     MAX_CHECK_INS_PER_PAGE, MIN_PREFIX_CHARS, ScanNonce, TicketCode, page_limit,
 };
+pub use client_key::ClientKey;
 pub use confirm::{ConfirmKey, ConfirmToken, MIN_CONFIRM_KEY_CHARS};
 pub use email::Email;
 pub use event::{

@@ -32,13 +32,7 @@ impl Sales {
             },
             Some(baseline) => {
                 baseline
-                    .purchase(
-                        &self.db,
-                        &self.confirm_key,
-                        self.redis.as_ref(),
-                        now,
-                        request,
-                    )
+                    .purchase(&self.db, &self.holding, self.redis.as_ref(), now, request)
                     .await
             }
         };

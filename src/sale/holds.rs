@@ -24,9 +24,50 @@ use tokio::task::JoinHandle;
 use super::order::{Order, find_by_id};
 use crate::{
     clock::Clock,
-    domain::{ConfirmToken, OrderId, OrderStatus},
+    domain::{ConfirmKey, ConfirmToken, OrderId, OrderStatus},
     error::AppError,
 };
+
+/// How long a hold lasts, and whom it counts against, by whether the
+/// buyer's mailbox is proven: a mailbox is proven once a held order of its
+/// buyer key was confirmed from its mail. An invented address never is, so
+/// a script that holds stock under invented addresses holds it for
+/// `unproven` at most, and only `per_address` tickets per network address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldRules {
+    /// Unconfirmed tickets that one client address may hold per event for
+    /// unproven mailboxes; beyond, 429 `unconfirmed_hold_limit`. 0: no limit
+    /// (behind a proxy that shows one address for every client).
+    pub per_address: i32,
+    /// The first window: a hold for an unproven mailbox ends after this, or
+    /// after the event's own hold if that is shorter. A proven mailbox gets
+    /// the event's full hold and counts against no address.
+    pub unproven: Duration,
+}
+
+impl Default for HoldRules {
+    fn default() -> Self {
+        Self {
+            per_address: 10,
+            unproven: Duration::from_secs(10 * 60),
+        }
+    }
+}
+
+impl HoldRules {
+    /// The first window in whole seconds, as the sale's SQL takes it.
+    pub(super) fn unproven_secs(&self) -> i32 {
+        i32::try_from(self.unproven.as_secs()).unwrap_or(i32::MAX)
+    }
+}
+
+/// What a sale holds orders with: the key their confirmation tokens are
+/// derived from, and the rules for mailboxes not yet proven.
+#[derive(Clone)]
+pub struct Holding {
+    pub key: ConfirmKey,
+    pub rules: HoldRules,
+}
 
 /// Holds expired per sweeper transaction at most.
 pub const EXPIRE_BATCH: i64 = 500;

@@ -54,7 +54,9 @@ use tracing::Instrument;
 pub use batch::EngineSettings;
 pub use cancel::{cancel, cancel_by_organizer, cancel_event};
 pub use gate::{Gate, GateError, GateRedis, GateSettings};
-pub use holds::{Confirmed, EXPIRE_BATCH, confirm, expire_holds, spawn_sweeper};
+pub use holds::{
+    Confirmed, EXPIRE_BATCH, HoldRules, Holding, confirm, expire_holds, spawn_sweeper,
+};
 pub use order::{Order, OrderRef, find, find_by_id};
 pub use outcome::Purchase;
 pub use request::PurchaseRequest;
@@ -153,5 +155,9 @@ pub async fn purchase(
     now: OffsetDateTime,
     request: &PurchaseRequest,
 ) -> Result<Purchase, AppError> {
-    single::purchase(db, &ConfirmKey::random(), now, request, Locking::AtTheEnd).await
+    let holding = Holding {
+        key: ConfirmKey::random(),
+        rules: HoldRules::default(),
+    };
+    single::purchase(db, &holding, now, request, Locking::AtTheEnd).await
 }

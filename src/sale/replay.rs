@@ -66,6 +66,7 @@ mod tests {
             pass: None,
             queue_entry: None,
             presale_code: None,
+            client: None,
         }
     }
 

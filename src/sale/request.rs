@@ -1,7 +1,7 @@
 //! What a purchase asks for, already validated.
 
 use crate::domain::{
-    Email, EventId, IdempotencyKey, PresaleCode, Quantity, QueueEntryId, TicketTypeId,
+    ClientKey, Email, EventId, IdempotencyKey, PresaleCode, Quantity, QueueEntryId, TicketTypeId,
 };
 
 /// A validated purchase: every field already parsed into its domain type.
@@ -24,4 +24,8 @@ pub struct PurchaseRequest {
     /// within its window and have uses left (checked in the transaction).
     /// A hidden ticket type is sold only with one.
     pub presale_code: Option<PresaleCode>,
+    /// The buyer's network address, when the purchase came over the web: a
+    /// hold for a mailbox not yet proven counts against it
+    /// ([`HoldRules::per_address`](super::HoldRules::per_address)).
+    pub client: Option<ClientKey>,
 }

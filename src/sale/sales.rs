@@ -10,6 +10,7 @@ use sqlx::PgPool;
 use super::{
     batch::{Batcher, EngineSettings},
     gate::{Gate, GateRedis, GateSettings},
+    holds::Holding,
     sold_out::SoldOut,
     stock_listener,
     strategy::Strategy,
@@ -35,8 +36,9 @@ pub struct Sales {
     /// Which events have a waiting room, and the key their passes are
     /// signed with (`crate::waiting_room`).
     pub(super) rooms: Rooms,
-    /// Derives held orders' confirmation tokens ([`super::holds`]).
-    pub(super) confirm_key: ConfirmKey,
+    /// Derives held orders' confirmation tokens, and the rules of holds
+    /// for unproven mailboxes ([`super::holds`]).
+    pub(super) holding: Holding,
 }
 
 impl fmt::Debug for Sales {
@@ -56,13 +58,16 @@ impl Sales {
             db.clone(),
             Arc::downgrade(&sold_out),
         ));
-        let confirm_key = ConfirmKey::random();
+        let holding = Holding {
+            key: ConfirmKey::random(),
+            rules: settings.holds,
+        };
         Self {
             batcher: Arc::new(Batcher::new(
                 db.clone(),
                 settings,
                 Arc::clone(&sold_out),
-                confirm_key.clone(),
+                holding.key.clone(),
             )),
             db,
             strategy,
@@ -70,25 +75,25 @@ impl Sales {
             redis: None,
             gate: None,
             rooms: Rooms::new(RoomKey::random(), DEFAULT_ENTRIES_PER_CLIENT),
-            confirm_key,
+            holding,
         }
     }
 
     /// The key held orders' confirmation tokens are derived with; every
     /// instance of a deployment must share it.
     pub fn with_confirm_key(mut self, key: ConfirmKey) -> Self {
-        self.confirm_key = key;
+        self.holding.key = key;
         self.batcher = Arc::new(Batcher::new(
             self.db.clone(),
             self.batcher.settings(),
             Arc::clone(&self.sold_out),
-            self.confirm_key.clone(),
+            self.holding.key.clone(),
         ));
         self
     }
 
     pub fn confirm_key(&self) -> &ConfirmKey {
-        &self.confirm_key
+        &self.holding.key
     }
 
     /// The waiting rooms' key and settings (see `crate::waiting_room`).
@@ -112,7 +117,7 @@ impl Sales {
             self.db.clone(),
             settings,
             Arc::clone(&self.sold_out),
-            self.confirm_key.clone(),
+            self.holding.key.clone(),
         ));
         self
     }

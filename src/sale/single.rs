@@ -17,6 +17,10 @@
 //!    `sales_halted` flag — exactly one row, or roll back. It runs last, so
 //!    the hot row stays locked only for the commit.
 //!
+//! 4. for a hold of a mailbox not yet proven (`super::holds::HoldRules`),
+//!    the client address's unconfirmed holds in the event, counted under
+//!    its advisory lock, after the row lock as the engine's batches take it.
+//!
 //! A blocked UPDATE re-checks its WHERE clause against the row version that
 //! the other transaction committed, so no interleaving can oversell.
 
@@ -25,6 +29,7 @@ use time::OffsetDateTime;
 
 use super::{
     check::SaleCheck,
+    holds::Holding,
     order::{Order, find_by_id},
     outcome::Purchase,
     replay::{replay, replay_by_key},
@@ -32,9 +37,7 @@ use super::{
     round_trips::postgres_round,
 };
 use crate::{
-    domain::{
-        BuyerKey, CancelSecret, ConfirmKey, OrderId, OrderStatus, PresaleCode, code_is_current,
-    },
+    domain::{BuyerKey, CancelSecret, OrderId, OrderStatus, PresaleCode, code_is_current},
     error::AppError,
 };
 
@@ -49,7 +52,7 @@ pub(super) enum Locking {
 
 pub(super) async fn purchase(
     db: &PgPool,
-    confirm_key: &ConfirmKey,
+    holding: &Holding,
     now: OffsetDateTime,
     request: &PurchaseRequest,
     locking: Locking,
@@ -107,7 +110,12 @@ pub(super) async fn purchase(
     let buyer = BuyerKey::from(&request.email);
     // Used only if the event holds its orders (the statement decides).
     let order_id = OrderId::from(uuid::Uuid::new_v4());
-    let token_hash = confirm_key.token(order_id).hash();
+    let token_hash = holding.key.token(order_id).hash();
+    let rules = holding.rules;
+    let address = request
+        .client
+        .filter(|_| rules.per_address > 0)
+        .map(|client| client.to_string());
 
     // 1. The order row; ON CONFLICT waits for a concurrent twin to finish.
     let order = sqlx::query_file_as!(
@@ -124,6 +132,8 @@ pub(super) async fn purchase(
         token_hash,
         now,
         code_id,
+        rules.unproven_secs(),
+        address,
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -202,12 +212,47 @@ pub(super) async fn purchase(
             remaining: check.remaining,
         });
     }
+    // 4. An unproven mailbox's hold, against its address's cap.
+    if order.status == OrderStatus::Held
+        && let Err(err) = held_by_address_within(&mut tx, order.id, rules.per_address).await
+    {
+        tx.rollback().await?;
+        return Err(err);
+    }
     tx.commit().await?;
     tracing::debug!(order_id = %order.id, "order committed");
     Ok(Purchase::Created {
         order,
         cancel_secret,
     })
+}
+
+/// With the order held for an unproven mailbox (it has `held_by_address`),
+/// its address's unconfirmed tickets in the event, counted under the
+/// address's lock, must stay within `cap`; beyond, nothing is written.
+async fn held_by_address_within(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    order_id: OrderId,
+    cap: i32,
+) -> Result<(), AppError> {
+    let Some(held) = sqlx::query_file!("sql/sale/order_address.sql", order_id.get())
+        .fetch_optional(&mut **tx)
+        .await?
+    else {
+        return Ok(());
+    };
+    let addresses = [held.address];
+    sqlx::query_file!("sql/sale/lock_address.sql", held.event_id, &addresses[..])
+        .fetch_one(&mut **tx)
+        .await?;
+    let holding = sqlx::query_file!("sql/sale/address_holds.sql", held.event_id, &addresses[..])
+        .fetch_optional(&mut **tx)
+        .await?
+        .map_or(0, |row| row.quantity);
+    if holding > cap {
+        return Err(AppError::UnconfirmedHoldLimit { max: cap });
+    }
+    Ok(())
 }
 
 /// Why a presale code refused this purchase: not valid for it (or not now),

@@ -107,6 +107,7 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     let batches = EngineSettings {
         max_batch: args.sale.batch_max as usize,
         queue_capacity: args.sale.batch_queue as usize,
+        holds: args.sale.hold_rules(),
         ..EngineSettings::default()
     };
     let mut state = AppState::new(pool.clone()).with_sales(args.sale.sale_strategy, batches);

@@ -1,11 +1,12 @@
 //! Buyer pages: thin handlers around `sale` and `db`.
 
 use axum::{
-    extract::{Path, RawQuery, State},
+    Extension,
+    extract::{ConnectInfo, Path, RawQuery, State},
     response::{IntoResponse, Redirect, Response},
 };
 use maud::Markup;
-use std::sync::Arc;
+use std::{net::SocketAddr, sync::Arc};
 
 use axum::http::HeaderMap;
 use time::OffsetDateTime;
@@ -23,8 +24,8 @@ use super::{
 use crate::{
     db::{self, events::EventDetail},
     domain::{
-        CancelSecret, ConfirmToken, Email, EventCursor, EventId, ForField, IdempotencyKey,
-        InvalidField, OrderId, Quantity, TicketTypeId, optional_code,
+        CancelSecret, ClientKey, ConfirmToken, Email, EventCursor, EventId, ForField,
+        IdempotencyKey, InvalidField, OrderId, Quantity, TicketTypeId, optional_code,
     },
     error::AppError,
     sale::{self, PurchaseRequest},
@@ -127,6 +128,7 @@ pub async fn buy(
     State(state): State<AppState>,
     ctx: PageContext,
     Path(id): Path<String>,
+    connect: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     fields: FormFields,
 ) -> Result<Response, AppError> {
@@ -144,6 +146,7 @@ pub async fn buy(
     let result = match purchase_request(event_id, &form) {
         Ok(mut request) => {
             request.pass = pass;
+            request.client = queue::client(connect).map(ClientKey::of);
             state.purchase(&request).await
         }
         Err(invalid) => Err(invalid.into()),
@@ -199,6 +202,7 @@ fn purchase_request(event_id: EventId, form: &BuyForm) -> Result<PurchaseRequest
         pass: None,
         queue_entry: None,
         presale_code: optional_code(&form.presale_code)?,
+        client: None,
     })
 }
 

@@ -3,24 +3,11 @@
 
 use std::{
     collections::HashMap,
-    net::{IpAddr, Ipv6Addr},
+    net::IpAddr,
     sync::{Arc, Mutex, PoisonError},
 };
 
-/// Whom a per-client cap applies to: an IPv4 address, or an IPv6 /64 (one
-/// subscriber's usual allocation, so a single host cannot walk past the
-/// cap by changing the low bits of its address).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ClientKey(IpAddr);
-
-impl ClientKey {
-    pub fn of(ip: IpAddr) -> Self {
-        Self(match ip.to_canonical() {
-            IpAddr::V4(v4) => IpAddr::V4(v4),
-            IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & (u128::MAX << 64))),
-        })
-    }
-}
+pub use crate::domain::ClientKey;
 
 /// The log-in limiter's key (`tower_governor`): the peer address from
 /// `ConnectInfo`, as a [`ClientKey`].

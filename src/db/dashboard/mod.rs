@@ -46,6 +46,9 @@ pub struct TicketTypeSales {
     pub sold: i64,
     /// Tickets of confirmed orders redeemed at a door.
     pub checked_in: i64,
+    /// Tickets taken from the stock by orders still held: waiting for their
+    /// buyer's confirmation (or payment), back on sale if it never comes.
+    pub held: i64,
     pub revenue: Vec<Revenue>,
 }
 
@@ -56,6 +59,7 @@ pub struct SalesTotals {
     pub remaining: i64,
     pub sold: i64,
     pub checked_in: i64,
+    pub held: i64,
     pub revenue: Vec<Revenue>,
 }
 
@@ -182,6 +186,7 @@ async fn ticket_type_sales(
                     remaining: row.remaining,
                     sold: 0,
                     checked_in: 0,
+                    held: 0,
                     revenue: Vec::new(),
                 });
                 let last = sales.len() - 1;
@@ -215,6 +220,23 @@ async fn ticket_type_sales(
             entry.checked_in = row.checked_in;
         }
     }
+    let held = sqlx::query!(
+        r#"SELECT o.ticket_type_id, sum(o.quantity)::int8 AS "held!"
+           FROM orders o
+           JOIN ticket_types t ON t.id = o.ticket_type_id
+           JOIN events e ON e.id = t.event_id
+           WHERE t.event_id = $1 AND e.organizer_id = $2 AND o.status = 'held'
+           GROUP BY o.ticket_type_id"#,
+        event_id.get(),
+        organizer_id.get(),
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    for row in held {
+        if let Some(entry) = sales.iter_mut().find(|s| s.id.get() == row.ticket_type_id) {
+            entry.held = row.held;
+        }
+    }
     Ok(sales)
 }
 
@@ -227,6 +249,7 @@ impl SalesTotals {
             totals.remaining += i64::from(tt.remaining);
             totals.sold += tt.sold;
             totals.checked_in += tt.checked_in;
+            totals.held += tt.held;
             for revenue in &tt.revenue {
                 match totals
                     .revenue

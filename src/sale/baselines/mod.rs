@@ -17,7 +17,7 @@ use std::fmt;
 use time::OffsetDateTime;
 
 use super::{outcome::Purchase, request::PurchaseRequest, strategy::Strategy};
-use crate::{domain::ConfirmKey, error::AppError};
+use crate::{error::AppError, sale::Holding};
 
 /// A strategy kept for comparison: every one but the engine's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,14 +54,14 @@ impl Baseline {
     pub(super) async fn purchase(
         self,
         db: &sqlx::PgPool,
-        confirm_key: &ConfirmKey,
+        holding: &Holding,
         redis: Option<&deadpool_redis::Pool>,
         now: OffsetDateTime,
         request: &PurchaseRequest,
     ) -> Result<Purchase, AppError> {
         match self {
-            Self::Naive => postgres::naive(db, confirm_key, now, request).await,
-            Self::ForUpdate => postgres::for_update(db, confirm_key, now, request).await,
+            Self::Naive => postgres::naive(db, holding, now, request).await,
+            Self::ForUpdate => postgres::for_update(db, holding, now, request).await,
             Self::RedisWatch | Self::RedisLock => {
                 let redis = redis.ok_or_else(|| {
                     AppError::internal(anyhow::anyhow!("{self} needs a Redis URL"))
@@ -71,7 +71,7 @@ impl Baseline {
                 } else {
                     redis_counter::Reserve::Lock
                 };
-                redis_counter::purchase(db, confirm_key, redis, now, request, how).await
+                redis_counter::purchase(db, holding, redis, now, request, how).await
             }
         }
     }

@@ -4,9 +4,9 @@
 use time::OffsetDateTime;
 
 use crate::{
-    domain::ConfirmKey,
     error::AppError,
     sale::{
+        Holding,
         outcome::Purchase,
         request::PurchaseRequest,
         single::{self, Locking},
@@ -16,20 +16,20 @@ use crate::{
 /// `naive`: the ticket type's row locked by the final conditional UPDATE.
 pub(super) async fn naive(
     db: &sqlx::PgPool,
-    confirm_key: &ConfirmKey,
+    holding: &Holding,
     now: OffsetDateTime,
     request: &PurchaseRequest,
 ) -> Result<Purchase, AppError> {
-    single::purchase(db, confirm_key, now, request, Locking::AtTheEnd).await
+    single::purchase(db, holding, now, request, Locking::AtTheEnd).await
 }
 
 /// `for-update`: the row locked first, with `SELECT ... FOR UPDATE`, for
 /// the whole transaction.
 pub(super) async fn for_update(
     db: &sqlx::PgPool,
-    confirm_key: &ConfirmKey,
+    holding: &Holding,
     now: OffsetDateTime,
     request: &PurchaseRequest,
 ) -> Result<Purchase, AppError> {
-    single::purchase(db, confirm_key, now, request, Locking::RowLockFirst).await
+    single::purchase(db, holding, now, request, Locking::RowLockFirst).await
 }

@@ -22,9 +22,9 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::{
-    domain::ConfirmKey,
     error::AppError,
     sale::{
+        Holding,
         check::SaleCheck,
         outcome::Purchase,
         replay::replay_by_key,
@@ -48,7 +48,7 @@ const COUNTER_SECS: i64 = 86_400;
 
 pub(super) async fn purchase(
     db: &sqlx::PgPool,
-    confirm_key: &ConfirmKey,
+    holding: &Holding,
     redis: &Pool,
     now: OffsetDateTime,
     request: &PurchaseRequest,
@@ -69,7 +69,7 @@ pub(super) async fn purchase(
             answer => answer,
         };
     }
-    let result = single::purchase(db, confirm_key, now, request, Locking::AtTheEnd).await;
+    let result = single::purchase(db, holding, now, request, Locking::AtTheEnd).await;
     if !matches!(result, Ok(Purchase::Created { .. })) {
         let _: Result<i64, _> = conn.incr(&key, quantity).await;
     }

@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use super::{
     job::Job,
     rows::{CodeRow, Held, Locked, order_key},
+    unproven::Unproven,
 };
 use crate::{
     domain::{BuyerKey, BuyerLimits, SaleState, SaleWindow, code_is_current},
@@ -42,6 +43,7 @@ pub(super) fn decide(
     rules: &Rules<'_>,
     mut held: Held,
     mut codes: HashMap<String, CodeRow>,
+    unproven: &mut Unproven,
 ) -> Vec<Decision> {
     let Rules {
         locked,
@@ -54,7 +56,8 @@ pub(super) fn decide(
     let mut entries_seen = HashSet::new();
     jobs.iter()
         .zip(buyers)
-        .map(|(job, buyer)| {
+        .enumerate()
+        .map(|(index, (job, buyer))| {
             let request = &job.request;
             let key = order_key(request);
             if let Some(order) = existing.get(&key) {
@@ -128,6 +131,10 @@ pub(super) fn decide(
             if remaining < quantity {
                 return Decision::Refuse(AppError::NotEnoughLeft { remaining });
             }
+            // A hold for an unproven mailbox, within its address's cap.
+            if let Err(refusal) = unproven.fits(index, quantity) {
+                return Decision::Refuse(refusal);
+            }
             let code = match code.and_then(|code| codes.get_mut(code)) {
                 // Used up answers as an unknown code does: a guesser learns
                 // nothing from a spent code (one with uses left, it could
@@ -143,6 +150,7 @@ pub(super) fn decide(
                 None => None,
             };
             remaining -= quantity;
+            unproven.count(index, quantity);
             *held.of_type.entry(buyer.as_str().to_owned()).or_insert(0) += quantity;
             *held.in_event.entry(buyer.as_str().to_owned()).or_insert(0) += quantity;
             entries_seen.extend(request.queue_entry);

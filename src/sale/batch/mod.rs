@@ -15,7 +15,9 @@
 //!    row while the rest of the wave arrives, and they no longer wait for
 //!    its commit to start a batch of their own;
 //! 3. read the orders of the batch's idempotency keys and the holdings of
-//!    its buyers, and decide each request in arrival order (first come
+//!    its buyers (for a holding event, also which buyers' mailboxes are
+//!    proven, and what the others' addresses hold, under the addresses'
+//!    locks: [`unproven`]), and decide each request in arrival order (first come
 //!    first served; a request that does not fit is refused alone);
 //! 4. write the orders, their tickets, the holdings and the stock in one
 //!    statement whose stock `UPDATE ... WHERE remaining - total >= 0` and
@@ -44,6 +46,7 @@ mod settings;
 #[cfg(test)]
 mod tests;
 mod transaction;
+mod unproven;
 mod worker;
 
 pub use ahead::OnTheWay;

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use sqlx::{Postgres, Transaction};
 use time::OffsetDateTime;
 
-use super::job::Job;
+use super::{job::Job, unproven::JobHold};
 use crate::{
     domain::{BuyerKey, BuyerLimits, CancelSecret, ConfirmKey, OrderId, OrderStatus, TicketTypeId},
     error::AppError,
@@ -160,6 +160,15 @@ pub(super) async fn holdings(
     Ok(held)
 }
 
+/// How a holding event's batch holds what it sells: the event's hold, the
+/// key of the confirmation tokens, and each sale's own hold (in the order
+/// of the sales).
+pub(super) struct Hold<'a> {
+    pub(super) seconds: i32,
+    pub(super) key: &'a ConfirmKey,
+    pub(super) sales: &'a [JobHold],
+}
+
 #[derive(Default)]
 pub(super) struct Written {
     /// By buyer and idempotency key: the order and its cancel secret.
@@ -179,7 +188,7 @@ pub(super) async fn write(
     ticket_type_id: TicketTypeId,
     locked: &Locked,
     limits: BuyerLimits,
-    hold: Option<(i32, &ConfirmKey)>,
+    hold: Option<Hold<'_>>,
     selling: &[(&Job, &BuyerKey)],
     code_ids: &[Option<uuid::Uuid>],
 ) -> Result<Written, AppError> {
@@ -191,7 +200,7 @@ pub(super) async fn write(
     };
 
     let (ids, token_hashes): (Vec<uuid::Uuid>, Vec<Vec<u8>>) = match hold {
-        Some((_, key)) => selling
+        Some(Hold { key, .. }) => selling
             .iter()
             .map(|_| {
                 let id = uuid::Uuid::new_v4();
@@ -220,6 +229,11 @@ pub(super) async fn write(
         .iter()
         .map(|(j, _)| j.request.queue_entry.map(|e| e.get()))
         .collect();
+    // Unproven mailboxes' shorter holds and their addresses (empty arrays
+    // for an event without holds: unnest pads them with NULLs).
+    let holds = hold.as_ref().map_or(&[][..], |h| h.sales);
+    let hold_secs: Vec<Option<i32>> = holds.iter().map(|h| h.secs).collect();
+    let addresses: Vec<Option<&str>> = holds.iter().map(|h| h.address.as_deref()).collect();
     let largest = quantities.iter().copied().max().unwrap_or(0);
     let latest = selling.iter().map(|(j, _)| j.now).max();
     let rows = sqlx::query_file!(
@@ -240,8 +254,10 @@ pub(super) async fn write(
         &entries as &[Option<uuid::Uuid>],
         &ids,
         &token_hashes,
-        hold.map(|(seconds, _)| seconds),
+        hold.as_ref().map(|h| h.seconds),
         code_ids as &[Option<uuid::Uuid>],
+        &hold_secs as &[Option<i32>],
+        &addresses as &[Option<&str>],
     )
     .fetch_all(&mut **tx)
     .await?;

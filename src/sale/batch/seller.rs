@@ -18,9 +18,10 @@ use super::{
     transaction::{past_deadline, sell_batch},
 };
 use crate::{
-    domain::{ConfirmKey, TicketTypeId},
+    domain::TicketTypeId,
     error::AppError,
     sale::{
+        holds::Holding,
         outcome::Purchase,
         replay::replay,
         round_trips::postgres_round,
@@ -33,7 +34,7 @@ use crate::{
 pub(super) struct Seller {
     pub(super) db: PgPool,
     pub(super) sold_out: Arc<SoldOut>,
-    pub(super) confirm_key: ConfirmKey,
+    pub(super) holding: Holding,
     /// How long a batch opened ahead may last: it has no purchase yet, so
     /// no buyer's deadline ([`super::EngineSettings::deadline`]).
     pub(super) deadline: Duration,
@@ -78,7 +79,7 @@ impl Seller {
         async {
             let answers = match sell_batch(
                 &self.db,
-                &self.confirm_key,
+                &self.holding,
                 ticket_type_id,
                 &mut jobs,
                 deadline,
@@ -150,7 +151,7 @@ impl Seller {
         }
         let result = single::purchase(
             &self.db,
-            &self.confirm_key,
+            &self.holding,
             job.now,
             &job.request,
             Locking::RowLockFirst,

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::sale::HoldRules;
+
 #[derive(Debug, Clone, Copy)]
 pub struct EngineSettings {
     /// Purchases sold in one transaction at most.
@@ -19,6 +21,9 @@ pub struct EngineSettings {
     /// A ticket type's worker without work for this long stops (a new one
     /// starts on demand).
     pub idle_worker: Duration,
+    /// Holds for unproven mailboxes: their first window and their cap per
+    /// client address.
+    pub holds: HoldRules,
 }
 
 impl Default for EngineSettings {
@@ -29,6 +34,7 @@ impl Default for EngineSettings {
             sold_out_lifetime: Duration::from_secs(2),
             deadline: Duration::from_secs(10),
             idle_worker: Duration::from_secs(30),
+            holds: HoldRules::default(),
         }
     }
 }

@@ -12,12 +12,13 @@ use super::{
     decide::{Decision, Rules, decide},
     intake::Intake,
     job::Job,
-    rows::{Locked, Written, codes, existing_orders, holdings, order_key, write},
+    rows::{Hold, Locked, Written, codes, existing_orders, holdings, order_key, write},
+    unproven::{self, Unproven},
 };
 use crate::{
-    domain::{BuyerKey, BuyerLimits, ConfirmKey, EventStatus, SaleWindow, TicketTypeId},
+    domain::{BuyerKey, BuyerLimits, EventStatus, SaleWindow, TicketTypeId},
     error::AppError,
-    sale::{outcome::Purchase, replay::replay, round_trips::postgres_round},
+    sale::{holds::Holding, outcome::Purchase, replay::replay, round_trips::postgres_round},
 };
 
 /// What a batch did: an answer per job, and what is left. `None`: the job
@@ -46,7 +47,7 @@ pub(super) fn past_deadline(err: &AppError) -> bool {
 
 pub(super) async fn sell_batch(
     db: &PgPool,
-    confirm_key: &ConfirmKey,
+    holding: &Holding,
     ticket_type_id: TicketTypeId,
     jobs: &mut Vec<Job>,
     deadline: Instant,
@@ -117,6 +118,13 @@ pub(super) async fn sell_batch(
     let existing = existing_orders(&mut *tx, &emails, &keys).await?;
     let codes = codes(&mut tx, ticket_type_id, locked.event_id, jobs).await?;
     let held = holdings(&mut tx, ticket_type_id, locked.event_id, &buyers).await?;
+    let mut unproven = match event.hold_seconds {
+        Some(hold_secs) => {
+            let rules = holding.rules;
+            unproven::read(&mut tx, rules, locked.event_id, hold_secs, jobs, &buyers).await?
+        }
+        None => Unproven::default(),
+    };
 
     let rules = Rules {
         locked: &locked,
@@ -124,13 +132,20 @@ pub(super) async fn sell_batch(
         window: &window,
         existing: &existing,
     };
-    let decisions = decide(jobs, &buyers, &rules, held, codes);
+    let decisions = decide(jobs, &buyers, &rules, held, codes, &mut unproven);
     let selling: Vec<(&Job, &BuyerKey)> = jobs
         .iter()
         .zip(&buyers)
         .zip(&decisions)
         .filter(|(_, d)| matches!(d, Decision::Sell { .. }))
         .map(|(sale, _)| sale)
+        .collect();
+    // Each sale's hold, in the same order (none for an event without holds).
+    let holds: Vec<unproven::JobHold> = decisions
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| matches!(d, Decision::Sell { .. }))
+        .filter_map(|(index, _)| unproven.jobs.get(index).cloned())
         .collect();
     // The presale code of each sale, in the same order.
     let code_ids: Vec<Option<uuid::Uuid>> = decisions
@@ -144,7 +159,11 @@ pub(super) async fn sell_batch(
         tx.rollback().await?;
         Written::default()
     } else {
-        let hold = event.hold_seconds.map(|seconds| (seconds, confirm_key));
+        let hold = event.hold_seconds.map(|seconds| Hold {
+            seconds,
+            key: &holding.key,
+            sales: &holds,
+        });
         let written = write(
             &mut tx,
             ticket_type_id,

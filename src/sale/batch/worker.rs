@@ -23,7 +23,7 @@ use super::{
 use crate::{
     domain::{BuyerKey, ConfirmKey, TicketTypeId},
     error::AppError,
-    sale::{outcome::Purchase, request::PurchaseRequest, sold_out::SoldOut},
+    sale::{holds::Holding, outcome::Purchase, request::PurchaseRequest, sold_out::SoldOut},
 };
 
 /// The engine: per ticket type, a queue of purchases and a worker that
@@ -49,7 +49,10 @@ impl Batcher {
             seller: Seller {
                 db,
                 sold_out,
-                confirm_key,
+                holding: Holding {
+                    key: confirm_key,
+                    rules: settings.holds,
+                },
                 deadline: settings.deadline,
             },
             settings,

@@ -2,9 +2,10 @@
 
 use axum::{
     Extension, Json,
-    extract::{Path, RawQuery, State},
+    extract::{ConnectInfo, Path, RawQuery, State},
     http::StatusCode,
 };
+use std::net::SocketAddr;
 
 pub mod checkin;
 pub mod doc;
@@ -33,8 +34,8 @@ use crate::{
     auth::CurrentOrganizer,
     db,
     domain::{
-        CancelSecret, Email, EventId, EventListQuery, ForField, IdempotencyKey, Quantity,
-        optional_code,
+        CancelSecret, ClientKey, Email, EventId, EventListQuery, ForField, IdempotencyKey,
+        Quantity, optional_code,
     },
     error::AppError,
     sale::{self, Purchase, PurchaseRequest},
@@ -206,6 +207,7 @@ pub async fn get_event(
 )]
 pub async fn create_order(
     State(state): State<AppState>,
+    connect: Option<Extension<ConnectInfo<SocketAddr>>>,
     ApiJson(body): ApiJson<CreateOrder>,
 ) -> ApiResult<(StatusCode, Json<OrderBody>)> {
     let request = PurchaseRequest {
@@ -218,6 +220,7 @@ pub async fn create_order(
         pass: body.pass,
         queue_entry: None,
         presale_code: optional_code(body.presale_code.as_deref().unwrap_or_default())?,
+        client: crate::web::queue::client(connect).map(ClientKey::of),
     };
     Ok(match state.purchase(&request).await? {
         Purchase::Created {

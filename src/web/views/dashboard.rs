@@ -154,8 +154,8 @@ fn sales_table(ticket_types: &[TicketTypeSales], totals: &SalesTotals) -> Markup
         } @else {
             (data_table(
                 "sales",
-                "Tickets sold, remaining and revenue per ticket type",
-                &[("Ticket type", false), ("Sold", true), ("Checked in", true), ("Remaining", true), ("Capacity", true), ("Revenue", true)],
+                "Tickets sold, held unconfirmed, remaining and revenue per ticket type",
+                &[("Ticket type", false), ("Sold", true), ("Checked in", true), ("In unconfirmed holds", true), ("Remaining", true), ("Capacity", true), ("Revenue", true)],
                 html! {
                     tbody {
                         @for tt in ticket_types {
@@ -163,6 +163,7 @@ fn sales_table(ticket_types: &[TicketTypeSales], totals: &SalesTotals) -> Markup
                                 th scope="row" { (tt.name) }
                                 td.num.sold { (tt.sold) }
                                 td.num.checked-in { (tt.checked_in) " / " (tt.sold) }
+                                td.num.held { (tt.held) }
                                 td.num.remaining { (tt.remaining) }
                                 td.num.capacity { (tt.capacity) }
                                 td.num.revenue { (revenue_cell(&tt.revenue)) }
@@ -174,6 +175,7 @@ fn sales_table(ticket_types: &[TicketTypeSales], totals: &SalesTotals) -> Markup
                             th scope="row" { "Total" }
                             td.num.sold { (totals.sold) }
                             td.num.checked-in { (totals.checked_in) " / " (totals.sold) }
+                            td.num.held { (totals.held) }
                             td.num.remaining { (totals.remaining) }
                             td.num.capacity { (totals.capacity) }
                             td.num.revenue { (revenue_cell(&totals.revenue)) }

@@ -21,6 +21,7 @@ pub fn request(ticket_type_id: Uuid, quantity: i64, email: &str, key: &str) -> P
         pass: None,
         queue_entry: None,
         presale_code: None,
+        client: None,
     }
 }
 

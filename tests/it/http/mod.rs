@@ -27,3 +27,4 @@ mod pause;
 mod plain_text;
 mod settings;
 mod site;
+mod unconfirmed_holds;

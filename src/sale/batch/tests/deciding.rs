@@ -19,6 +19,7 @@ use crate::{
             job::Job,
             rows::{Held, Locked, order_key},
             settings::EngineSettings,
+            unproven::Unproven,
             worker::Batcher,
         },
         outcome::Purchase,
@@ -150,15 +151,22 @@ fn a_batch_decides_each_request_against_the_ones_before_it() {
             window: &window,
             existing: &existing,
         };
-        decide(&jobs, &buyers, &rules, held, HashMap::new())
-            .into_iter()
-            .map(|d| match d {
-                Decision::Sell { .. } => "sell".to_owned(),
-                Decision::Refuse(err) => err.code().to_owned(),
-                Decision::Replay(_) => "replay".to_owned(),
-                Decision::Twin => "twin".to_owned(),
-            })
-            .collect::<Vec<_>>()
+        decide(
+            &jobs,
+            &buyers,
+            &rules,
+            held,
+            HashMap::new(),
+            &mut Unproven::default(),
+        )
+        .into_iter()
+        .map(|d| match d {
+            Decision::Sell { .. } => "sell".to_owned(),
+            Decision::Refuse(err) => err.code().to_owned(),
+            Decision::Replay(_) => "replay".to_owned(),
+            Decision::Twin => "twin".to_owned(),
+        })
+        .collect::<Vec<_>>()
     };
     // Two left: the first two sell, the rest find none.
     assert_eq!(
@@ -184,6 +192,7 @@ fn a_purchase_is_the_same_one_by_its_buyer_and_key() {
         pass: None,
         queue_entry: None,
         presale_code: None,
+        client: None,
     };
     assert_eq!(
         order_key(&request),

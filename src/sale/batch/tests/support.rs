@@ -47,6 +47,7 @@ pub(super) fn two_jobs(
                     pass: None,
                     queue_entry: None,
                     presale_code: None,
+                    client: None,
                 },
                 replay_only: false,
                 deadline: started + *deadline,
@@ -133,5 +134,6 @@ pub(super) fn roomy_buyer(n: usize) -> PurchaseRequest {
         pass: None,
         queue_entry: None,
         presale_code: None,
+        client: None,
     }
 }

@@ -45,6 +45,7 @@ async fn an_idle_worker_sells_what_slipped_in_then_stops() {
         pass: None,
         queue_entry: None,
         presale_code: None,
+        client: None,
     };
     let job = |reply| Job {
         now: OffsetDateTime::now_utc(),

@@ -30,6 +30,9 @@ pub struct TicketTypeStats {
     name: String,
     capacity: i32,
     sold: i64,
+    /// Tickets in orders still held: taken from the stock, waiting for their
+    /// buyers' confirmation, back on sale if it never comes.
+    held: i64,
     remaining: i32,
     /// One entry per currency sold in, at each order's own price.
     revenue: Vec<MoneyBody>,
@@ -39,6 +42,7 @@ pub struct TicketTypeStats {
 pub struct TotalStats {
     capacity: i64,
     sold: i64,
+    held: i64,
     remaining: i64,
     revenue: Vec<MoneyBody>,
 }
@@ -62,6 +66,7 @@ impl StatsBody {
                     name: tt.name,
                     capacity: tt.capacity,
                     sold: tt.sold,
+                    held: tt.held,
                     remaining: tt.remaining,
                     revenue: tt.revenue.into_iter().map(Into::into).collect(),
                 })
@@ -69,6 +74,7 @@ impl StatsBody {
             totals: TotalStats {
                 capacity: totals.capacity,
                 sold: totals.sold,
+                held: totals.held,
                 remaining: totals.remaining,
                 revenue: totals.revenue.into_iter().map(Into::into).collect(),
             },

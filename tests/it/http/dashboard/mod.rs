@@ -91,6 +91,7 @@ async fn buy_and_cancel(pool: &PgPool, ticket_type_id: Uuid, quantity: i64, emai
         pass: None,
         queue_entry: None,
         presale_code: None,
+        client: None,
     };
     let purchase = sale::purchase(pool, common::now(), &request).await.unwrap();
     let id = purchase.order().id;
@@ -110,6 +111,7 @@ async fn buy(pool: &PgPool, ticket_type_id: Uuid, quantity: i64, email: &str) ->
         pass: None,
         queue_entry: None,
         presale_code: None,
+        client: None,
     };
     sale::purchase(pool, common::now(), &request)
         .await

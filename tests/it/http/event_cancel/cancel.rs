@@ -156,6 +156,7 @@ async fn two_hundred_buyers_racing_the_owner_cancelling_the_event_leave_no_confi
         pass: None,
         queue_entry: None,
         presale_code: None,
+        client: None,
     };
     // Orders to cancel: ten sold before the rush, to buyers not in it.
     let early = 10;
