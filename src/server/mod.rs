@@ -103,6 +103,7 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         published_events: args.quotas.quota_published_events,
         ticket_types_per_event: args.quotas.quota_ticket_types_per_event,
         total_capacity: args.quotas.quota_total_capacity,
+        presale_codes_per_event: args.quotas.quota_presale_codes_per_event,
     };
     let batches = EngineSettings {
         max_batch: args.sale.batch_max as usize,
