@@ -42,3 +42,5 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 pub fn install_metrics() {
     telemetry::recorder();
 }
+
+pub use telemetry::metrics_app;

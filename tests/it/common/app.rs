@@ -18,6 +18,30 @@ pub async fn serve(state: AppState) -> SocketAddr {
     addr
 }
 
+/// The metrics listener's app (`--metrics-listen`) on a random loopback
+/// port, as `stampede serve` runs it; its address.
+pub async fn serve_metrics(pool: &PgPool) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(stampede::server::serve(
+        listener,
+        stampede::web::metrics_app(pool.clone()),
+        stampede::server::ConnLimits::default(),
+        std::future::pending(),
+    ));
+    addr
+}
+
+/// One scrape of the metrics (through the metrics listener's app).
+pub async fn scrape_metrics(pool: &PgPool) -> String {
+    let addr = serve_metrics(pool).await;
+    let resp = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), reqwest::StatusCode::OK);
+    resp.text().await.unwrap()
+}
+
 /// The real router served on a random loopback port.
 pub struct TestApp {
     pub pool: PgPool,
