@@ -43,4 +43,5 @@ pub fn install_metrics() {
     telemetry::recorder();
 }
 
+pub use export::ROWS_PER_PAGE as EXPORT_ROWS_PER_PAGE;
 pub use telemetry::metrics_app;

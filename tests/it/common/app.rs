@@ -114,9 +114,10 @@ impl TestApp {
     /// Sign up an organizer through the real pages and return a client
     /// that carries its session (and CSRF) cookies, plus its API token.
     pub async fn organizer(&self, email: &str) -> Organizer {
+        let cookies = std::sync::Arc::new(reqwest::cookie::Jar::default());
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
-            .cookie_store(true)
+            .cookie_provider(std::sync::Arc::clone(&cookies))
             .build()
             .unwrap();
         let page = client.get(self.url("/signup")).send().await.unwrap();
@@ -143,6 +144,7 @@ impl TestApp {
         Organizer {
             id,
             client,
+            cookies,
             csrf: token,
             api_token,
             base: self.url(""),
@@ -187,6 +189,8 @@ pub async fn api_buy_with_secret(
 pub struct Organizer {
     pub id: Uuid,
     pub client: reqwest::Client,
+    /// The client's cookies (the session), for requests made without it.
+    pub cookies: std::sync::Arc<reqwest::cookie::Jar>,
     pub csrf: String,
     pub api_token: String,
     base: String,
@@ -195,6 +199,17 @@ pub struct Organizer {
 impl Organizer {
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// The `Cookie` header the client sends (the session's), for a raw
+    /// request.
+    pub fn cookie_header(&self) -> String {
+        use reqwest::cookie::CookieStore as _;
+        let url = self.url("/").parse().unwrap();
+        self.cookies
+            .cookies(&url)
+            .map(|value| value.to_str().unwrap().to_owned())
+            .unwrap_or_default()
     }
 
     pub async fn get(&self, path: &str) -> reqwest::Response {
