@@ -166,4 +166,14 @@ pub struct QuotaArgs {
         global = true
     )]
     pub quota_total_capacity: i64,
+
+    /// Presale codes one event may have; creating more is 422.
+    #[arg(
+        long,
+        env = "STAMPEDE_QUOTA_PRESALE_CODES_PER_EVENT",
+        default_value_t = 10_000,
+        value_parser = clap::value_parser!(i64).range(0..),
+        global = true
+    )]
+    pub quota_presale_codes_per_event: i64,
 }

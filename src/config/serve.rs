@@ -17,6 +17,12 @@ pub struct ServeArgs {
     )]
     pub listen: SocketAddr,
 
+    /// Address of a listener of its own for `GET /metrics` (Prometheus
+    /// text), e.g. `127.0.0.1:9187`. Unset, metrics are not served; the
+    /// site's listener never serves them.
+    #[arg(long, env = "STAMPEDE_METRICS_LISTEN", global = true)]
+    pub metrics_listen: Option<SocketAddr>,
+
     #[command(flatten)]
     pub database: DatabaseArgs,
 

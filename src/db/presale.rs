@@ -1,4 +1,4 @@
-//! Presale codes for organizers (create, list) and buyers (which hidden
+//! Presale codes for organizers (create, list a page at a time) and buyers (which hidden
 //! ticket types a code unlocks). Their uses are taken and given back by the
 //! sale path (`sql/sale/`).
 
@@ -7,7 +7,10 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::{
-    domain::{EventId, InvalidField, NewCodes, OrganizerId, PresaleCode, TicketTypeId},
+    domain::{
+        CodeCursor, CodeQuery, EventId, InvalidField, NewCodes, OrganizerId, PresaleCode, Quotas,
+        TicketTypeId,
+    },
     error::AppError,
 };
 
@@ -26,16 +29,46 @@ pub struct CodeSummary {
 
 /// Create codes for one of this organizer's events, unlocking ticket types
 /// of that event; all or none. A code the event has already is refused
-/// (422 on `code`).
+/// (422 on `code`), and so are codes past the event's quota (422 on
+/// `count`): counted with the event's row locked, so creations at once
+/// queue on it and each counts what the last committed.
 pub async fn create(
     db: &PgPool,
     organizer_id: OrganizerId,
     event_id: EventId,
+    quotas: &Quotas,
     new: &NewCodes,
 ) -> Result<Vec<CodeSummary>, AppError> {
-    super::events::find_owned(db, organizer_id, event_id).await?;
     let types: Vec<Uuid> = new.ticket_type_ids.iter().map(|t| t.get()).collect();
     let mut tx = db.begin().await?;
+    // NO KEY UPDATE: purchases (which only reference the event) are not held.
+    sqlx::query_scalar!(
+        "SELECT id FROM events WHERE id = $1 AND organizer_id = $2 FOR NO KEY UPDATE",
+        event_id.get(),
+        organizer_id.get(),
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(AppError::NotFound)?;
+    let existing = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM presale_codes WHERE event_id = $1"#,
+        event_id.get(),
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let adding = new.codes.len() as i64;
+    if existing + adding > quotas.presale_codes_per_event {
+        return Err(InvalidField::new(
+            "count",
+            format!(
+                "An event can have at most {} presale codes; this one has {existing}, \
+                 so {} more at most.",
+                quotas.presale_codes_per_event,
+                (quotas.presale_codes_per_event - existing).max(0)
+            ),
+        )
+        .into());
+    }
     let of_event = sqlx::query_scalar!(
         r#"SELECT count(*) AS "count!" FROM ticket_types WHERE event_id = $1 AND id = ANY($2)"#,
         event_id.get(),
@@ -80,30 +113,65 @@ pub async fn create(
     .await?;
     tx.commit().await?;
     tracing::info!(%event_id, count = created.len(), "presale codes created");
-    let mut all = list(db, organizer_id, event_id).await?;
-    all.retain(|code| created.contains(&code.id));
-    Ok(all)
-}
-
-/// The event's codes, oldest first.
-pub async fn list(
-    db: &PgPool,
-    organizer_id: OrganizerId,
-    event_id: EventId,
-) -> Result<Vec<CodeSummary>, AppError> {
-    super::events::find_owned(db, organizer_id, event_id).await?;
+    // Only the new codes are read back (not every code of the event, which
+    // made each creation slower than the last).
     Ok(sqlx::query_as!(
         CodeSummary,
         r#"SELECT c.id, c.code, c.max_uses, c.used, c.valid_from, c.valid_until, c.created_at,
-                  coalesce(array_agg(u.ticket_type_id ORDER BY u.ticket_type_id)
-                           FILTER (WHERE u.ticket_type_id IS NOT NULL), '{}') AS "ticket_type_ids!"
-           FROM presale_codes c LEFT JOIN presale_code_ticket_types u ON u.code_id = c.id
-           WHERE c.event_id = $1
-           GROUP BY c.id ORDER BY c.created_at, c.code"#,
-        event_id.get(),
+                  coalesce((SELECT array_agg(u.ticket_type_id ORDER BY u.ticket_type_id)
+                            FROM presale_code_ticket_types u WHERE u.code_id = c.id), '{}')
+                      AS "ticket_type_ids!"
+           FROM presale_codes c
+           WHERE c.id = ANY($1)
+           ORDER BY c.created_at, c.code"#,
+        &created,
     )
     .fetch_all(db)
     .await?)
+}
+
+/// A page of the event's codes, oldest first (then by code), and the
+/// cursor of the next page if there is one.
+pub async fn page(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    event_id: EventId,
+    query: &CodeQuery,
+) -> Result<(Vec<CodeSummary>, Option<CodeCursor>), AppError> {
+    super::events::find_owned(db, organizer_id, event_id).await?;
+    let (after_at, after_code) = query
+        .after
+        .as_ref()
+        .map(|c| (c.created_at, c.code.as_str()))
+        .unzip();
+    let mut codes = sqlx::query_as!(
+        CodeSummary,
+        r#"SELECT c.id, c.code, c.max_uses, c.used, c.valid_from, c.valid_until, c.created_at,
+                  coalesce((SELECT array_agg(u.ticket_type_id ORDER BY u.ticket_type_id)
+                            FROM presale_code_ticket_types u WHERE u.code_id = c.id), '{}')
+                      AS "ticket_type_ids!"
+           FROM presale_codes c
+           WHERE c.event_id = $1
+             AND ($2::timestamptz IS NULL OR (c.created_at, c.code) > ($2, $3::text))
+           ORDER BY c.created_at, c.code
+           LIMIT $4"#,
+        event_id.get(),
+        after_at,
+        after_code,
+        query.limit + 1,
+    )
+    .fetch_all(db)
+    .await?;
+    let next = if codes.len() as i64 > query.limit {
+        codes.truncate(query.limit as usize);
+        codes.last().map(|c| CodeCursor {
+            created_at: c.created_at,
+            code: c.code.clone(),
+        })
+    } else {
+        None
+    };
+    Ok((codes, next))
 }
 
 /// The hidden ticket types of the event that `code` unlocks at `now`.

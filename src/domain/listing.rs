@@ -62,6 +62,8 @@ pub struct Quotas {
     pub ticket_types_per_event: i64,
     /// Tickets over all the organizer's events that are not cancelled.
     pub total_capacity: i64,
+    /// Presale codes of one event (checked with the event's row locked).
+    pub presale_codes_per_event: i64,
 }
 
 impl Default for Quotas {
@@ -70,6 +72,7 @@ impl Default for Quotas {
             published_events: 100,
             ticket_types_per_event: super::MAX_TICKET_TYPES as i64,
             total_capacity: 1_000_000,
+            presale_codes_per_event: 10_000,
         }
     }
 }
@@ -108,6 +111,7 @@ mod tests {
                 published_events: 100,
                 ticket_types_per_event: 20,
                 total_capacity: 1_000_000,
+                presale_codes_per_event: 10_000,
             }
         );
     }

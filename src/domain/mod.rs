@@ -16,6 +16,7 @@ mod listing;
 mod money;
 mod order_search;
 mod organizer_api;
+mod paging;
 mod presale;
 mod public_address;
 mod quantity;
@@ -52,6 +53,7 @@ pub use organizer_api::{
     DEFAULT_EVENTS_LIMIT, DEFAULT_ORDERS_LIMIT, EventListQuery, MAX_ORDERS_LIMIT,
     MAX_SALES_MINUTES, OrderCursor, OrderQuery, SalesRange,
 };
+pub use paging::{CodeCursor, CodeQuery, DEFAULT_PAGE_LIMIT, EntryCursor, EntryQuery, PageQuery};
 pub use presale::{
     CodeInput, MAX_CODE_USES, MAX_CODES_PER_BATCH, NewCodes, PresaleCode, code_is_current,
     optional_code,

@@ -160,7 +160,7 @@ impl SalesRange {
 }
 
 /// The query's pairs; a parameter given twice is refused, naming it.
-fn pairs(raw: Option<&str>) -> Result<Vec<(String, String)>, InvalidField> {
+pub(super) fn pairs(raw: Option<&str>) -> Result<Vec<(String, String)>, InvalidField> {
     let mut pairs: Vec<(String, String)> = Vec::new();
     for (key, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         if pairs.iter().any(|(k, _)| *k == key) {
@@ -174,12 +174,12 @@ fn pairs(raw: Option<&str>) -> Result<Vec<(String, String)>, InvalidField> {
     Ok(pairs)
 }
 
-fn unknown(name: &str) -> InvalidField {
+pub(super) fn unknown(name: &str) -> InvalidField {
     let shown: String = name.chars().take(64).collect();
     InvalidField::new(shown, "This parameter is not known here.")
 }
 
-fn limit(raw: &str) -> Result<i64, InvalidField> {
+pub(super) fn limit(raw: &str) -> Result<i64, InvalidField> {
     raw.trim()
         .parse::<i64>()
         .ok()

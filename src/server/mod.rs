@@ -103,6 +103,7 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         published_events: args.quotas.quota_published_events,
         ticket_types_per_event: args.quotas.quota_ticket_types_per_event,
         total_capacity: args.quotas.quota_total_capacity,
+        presale_codes_per_event: args.quotas.quota_presale_codes_per_event,
     };
     let batches = EngineSettings {
         max_batch: args.sale.batch_max as usize,
@@ -203,11 +204,15 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     let sweeper = tokio::spawn(
         web::session_store(pool.clone()).continuously_delete_expired(Duration::from_secs(3600)),
     );
+    let metrics = serve_metrics(&pool, args.metrics_listen).await?;
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
     serve(listener, app, conn_limits, shutdown_signal()).await;
+    if let Some(metrics) = metrics {
+        metrics.abort();
+    }
     // In-flight requests have finished; let their transactions settle.
     sweeper.abort();
     admitter.abort();
@@ -223,6 +228,29 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     pool.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// `/metrics` on a listener of its own when `--metrics-listen` is given
+/// (never on the site's listener).
+async fn serve_metrics(
+    pool: &PgPool,
+    addr: Option<std::net::SocketAddr>,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    let Some(addr) = addr else {
+        tracing::info!("metrics off (no --metrics-listen)");
+        return Ok(None);
+    };
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr} (--metrics-listen)"))?;
+    tracing::info!(address = %listener.local_addr()?, "metrics listening");
+    let app = web::metrics_app(pool.clone());
+    Ok(Some(tokio::spawn(serve(
+        listener,
+        app,
+        ConnLimits::default(),
+        std::future::pending(),
+    ))))
 }
 
 /// The relay's settings from the flags; a bad URL is a clear error at start.

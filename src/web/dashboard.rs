@@ -136,7 +136,12 @@ pub async fn orders_csv(
     Path(id): Path<String>,
 ) -> Result<Response, AppError> {
     let detail = db::events::find_owned(&state.db, organizer.id, parse_id(&id)?).await?;
-    let body = export::orders_csv_body(state.db.clone(), organizer.id, detail.event.id)?;
+    let body = export::orders_csv_body(
+        state.db.clone(),
+        organizer.id,
+        detail.event.id,
+        state.limits.export_stall,
+    )?;
     let disposition = HeaderValue::try_from(format!(
         "attachment; filename=\"orders-{}.csv\"",
         detail.event.id

@@ -1,12 +1,13 @@
 //! The organizer's CSV export of an event's orders: not a page, a file,
-//! streamed. Rows come off the database connection as the client reads
-//! them, are written into chunks of about [`CHUNK_BYTES`], and at most
-//! [`CHUNKS_AHEAD`] chunks wait in memory: an export's memory stays
-//! constant however many orders it holds. Exports hold a database
-//! connection while they run, so at most [`MAX_EXPORTS`] run at once (503
-//! beyond), one organizer runs one of them at a time (429 beyond: nobody's
-//! stalled downloads take every slot), and one whose client stops reading
-//! for [`STALL`] is cut off.
+//! streamed. Rows are read [`ROWS_PER_PAGE`] at a time, each page a short
+//! query of its own (keyset on `(created_at, id)`), so no pool connection
+//! is held while the client is slow; they are written into chunks of about
+//! [`CHUNK_BYTES`], and at most [`CHUNKS_AHEAD`] chunks wait in memory: an
+//! export's memory stays constant however many orders it holds. At most
+//! [`MAX_EXPORTS`] run at once (503 beyond), one organizer runs one of
+//! them at a time (429 beyond: nobody's stalled downloads take every slot),
+//! and one whose client stops reading for [`STALL`] (or the app's
+//! `Limits::export_stall`) is cut off, which frees both slots.
 
 use std::{
     borrow::Cow,
@@ -18,7 +19,6 @@ use std::{
 };
 
 use axum::body::{Body, Bytes};
-use futures_util::StreamExt as _;
 use http_body::Frame;
 use sqlx::PgPool;
 use time::{UtcOffset, format_description::well_known::Rfc3339};
@@ -36,8 +36,11 @@ pub const CHUNK_BYTES: usize = 32 * 1024;
 pub const CHUNKS_AHEAD: usize = 4;
 /// Exports running at once in this process.
 pub const MAX_EXPORTS: usize = 4;
-/// How long an export waits for a client that reads nothing.
+/// How long an export waits for a client that reads nothing (the default of
+/// `Limits::export_stall`).
 pub const STALL: Duration = Duration::from_secs(30);
+/// Orders read per query.
+pub const ROWS_PER_PAGE: i64 = 500;
 
 static EXPORTS: Semaphore = Semaphore::const_new(MAX_EXPORTS);
 
@@ -93,20 +96,21 @@ impl http_body::Body for ChannelBody {
 
 /// The export of one event's orders as a streamed CSV body; 429 while
 /// another export of the organizer's runs, 503 when [`MAX_EXPORTS`] are
-/// running.
+/// running. A client that reads nothing for `stall` cuts it off.
 pub fn orders_csv_body(
     db: PgPool,
     organizer_id: OrganizerId,
     event_id: EventId,
+    stall: Duration,
 ) -> Result<Body, AppError> {
     let slot = OrganizerSlot::take(organizer_id).ok_or(AppError::TooManyRequests {
-        retry_after_secs: STALL.as_secs(),
+        retry_after_secs: stall.as_secs().max(1),
     })?;
     let permit = EXPORTS.try_acquire().map_err(|_| AppError::Overloaded)?;
     let (tx, rx) = mpsc::channel::<Chunk>(CHUNKS_AHEAD);
     tokio::spawn(async move {
         let (_slot, _permit) = (slot, permit);
-        if let Err(err) = stream_rows(&db, organizer_id, event_id, &tx).await {
+        if let Err(err) = stream_rows(&db, (organizer_id, event_id), stall, &tx).await {
             tracing::warn!(%event_id, error = %err, "CSV export cut short");
             // The client sees the body end in an error, not a short file.
             let _ = tx.send(Err(std::io::Error::other(err.to_string()))).await;
@@ -130,12 +134,12 @@ enum Cut {
 
 async fn stream_rows(
     db: &PgPool,
-    organizer_id: OrganizerId,
-    event_id: EventId,
+    (organizer_id, event_id): (OrganizerId, EventId),
+    stall: Duration,
     tx: &mpsc::Sender<Chunk>,
 ) -> Result<(), Cut> {
     let send = |chunk: Vec<u8>| async move {
-        match tokio::time::timeout(STALL, tx.send(Ok(Bytes::from(chunk)))).await {
+        match tokio::time::timeout(stall, tx.send(Ok(Bytes::from(chunk)))).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(Cut::Gone),
             Err(_) => Err(Cut::Stalled),
@@ -146,15 +150,26 @@ async fn stream_rows(
     writer
         .write_record(CSV_HEADER)
         .map_err(AppError::internal)?;
-    let mut rows = db::dashboard::export_orders(db, organizer_id, event_id);
-    while let Some(row) = rows.next().await {
-        write_row(&mut writer, &row?)?;
-        if writer.get_ref().len() >= CHUNK_BYTES {
-            let full = std::mem::replace(&mut writer, new_writer());
-            let chunk = full
-                .into_inner()
-                .map_err(|err| AppError::internal(err.into_error()))?;
-            send(chunk).await?;
+    let mut after = None;
+    loop {
+        // The connection is back in the pool once the page is read: the
+        // sends below wait on the client holding none.
+        let page =
+            db::dashboard::export_page(db, organizer_id, event_id, after, ROWS_PER_PAGE).await?;
+        let full_page = page.len() as i64 == ROWS_PER_PAGE;
+        after = page.last().map(|row| (row.created_at, row.id));
+        for row in &page {
+            write_row(&mut writer, row)?;
+            if writer.get_ref().len() >= CHUNK_BYTES {
+                let full = std::mem::replace(&mut writer, new_writer());
+                let chunk = full
+                    .into_inner()
+                    .map_err(|err| AppError::internal(err.into_error()))?;
+                send(chunk).await?;
+            }
+        }
+        if !full_page {
+            break;
         }
     }
     let last = writer

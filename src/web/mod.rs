@@ -42,3 +42,6 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 pub fn install_metrics() {
     telemetry::recorder();
 }
+
+pub use export::ROWS_PER_PAGE as EXPORT_ROWS_PER_PAGE;
+pub use telemetry::metrics_app;

@@ -22,11 +22,12 @@ use super::{
 use crate::{
     auth::CurrentOrganizer,
     db::{self, presale::CodeSummary},
-    domain::{CodeInput, EventId},
+    domain::{CodeCursor, CodeInput, CodeQuery, EventId, MAX_ORDERS_LIMIT},
     error::AppError,
 };
 
-/// `GET /organizer/events/{id}/codes[?created=N]`.
+/// `GET /organizer/events/{id}/codes[?created=N][&after=CURSOR]`: a page
+/// of the codes.
 pub async fn show(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
@@ -35,15 +36,16 @@ pub async fn show(
     RawQuery(query): RawQuery,
 ) -> Result<Response, AppError> {
     let event_id: EventId = parse_id(&id)?;
-    let created = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+    let created = form_urlencoded::parse(query.as_deref().unwrap_or_default().as_bytes())
         .find(|(key, _)| key == "created")
         .and_then(|(_, value)| value.parse().ok())
         .unwrap_or(0);
+    let page = CodeQuery::from_page(query.as_deref(), CodeCursor::parse)?;
     render(
         &state,
         &organizer,
         &ctx,
-        event_id,
+        (event_id, &page),
         &CodeForm::default(),
         created,
     )
@@ -83,7 +85,9 @@ pub async fn create(
         ticket_type_ids: form.ticket_type_ids.clone(),
     };
     let created = match input.parse() {
-        Ok(new) => db::presale::create(&state.db, organizer.id, event_id, &new).await,
+        Ok(new) => {
+            db::presale::create(&state.db, organizer.id, event_id, &state.quotas, &new).await
+        }
         Err(invalid) => Err(invalid.into()),
     };
     match created {
@@ -94,7 +98,8 @@ pub async fn create(
         .into_response()),
         Err(err @ AppError::Invalid(_)) => {
             form.error = Some(FormError::from_app(&err));
-            let mut page = render(&state, &organizer, &ctx, event_id, &form, 0).await?;
+            let first = CodeQuery::default();
+            let mut page = render(&state, &organizer, &ctx, (event_id, &first), &form, 0).await?;
             *page.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
             Ok(page)
         }
@@ -106,13 +111,17 @@ async fn render(
     state: &AppState,
     organizer: &CurrentOrganizer,
     ctx: &PageContext,
-    event_id: EventId,
+    (event_id, page): (EventId, &CodeQuery),
     form: &CodeForm,
     created: usize,
 ) -> Result<Response, AppError> {
     let detail = db::events::find_owned(&state.db, organizer.id, event_id).await?;
-    let codes = db::presale::list(&state.db, organizer.id, event_id).await?;
-    Ok(view::page(ctx, &detail, &codes, form, created).into_response())
+    let (codes, next) = db::presale::page(&state.db, organizer.id, event_id, page).await?;
+    let pages = view::Pages {
+        first: page.after.is_none(),
+        next,
+    };
+    Ok(view::page(ctx, &detail, &codes, &pages, form, created).into_response())
 }
 
 /// The columns of the codes' CSV export, in order.
@@ -125,7 +134,8 @@ pub const CODES_CSV_HEADER: [&str; 6] = [
     "ticket_types",
 ];
 
-/// `GET /organizer/events/{id}/codes.csv`: every code of the event.
+/// `GET /organizer/events/{id}/codes.csv`: every code of the event (at most
+/// the event's quota), read a page at a time.
 pub async fn export(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
@@ -133,7 +143,19 @@ pub async fn export(
 ) -> Result<Response, AppError> {
     let event_id: EventId = parse_id(&id)?;
     let detail = db::events::find_owned(&state.db, organizer.id, event_id).await?;
-    let codes = db::presale::list(&state.db, organizer.id, event_id).await?;
+    let mut codes = Vec::new();
+    let mut query = CodeQuery {
+        limit: MAX_ORDERS_LIMIT,
+        after: None,
+    };
+    loop {
+        let (page, next) = db::presale::page(&state.db, organizer.id, event_id, &query).await?;
+        codes.extend(page);
+        match next {
+            Some(next) => query.after = Some(next),
+            None => break,
+        }
+    }
     let names = |code: &CodeSummary| {
         code.ticket_type_ids
             .iter()

@@ -219,7 +219,6 @@ pub fn app(state: AppState) -> Router {
         .route("/static/{file}", get(assets::serve))
         .route("/healthz", get(health))
         .route("/readyz", get(ready))
-        .route("/metrics", get(telemetry::render))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .route_layer(telemetry::TrackLayer)

@@ -40,6 +40,9 @@ pub struct Limits {
     pub purchase_rates: PurchaseRates,
     /// Organizer API requests per account and minute; 0 = no limit.
     pub api_requests_per_minute: u32,
+    /// How long a CSV export waits for a client that reads nothing before
+    /// it is cut off (freeing its slot).
+    pub export_stall: Duration,
 }
 
 impl Default for Limits {
@@ -54,6 +57,7 @@ impl Default for Limits {
             login_period: Duration::from_secs(6),
             purchase_rates: PurchaseRates::default(),
             api_requests_per_minute: super::api_rate_limit::DEFAULT_API_REQUESTS_PER_MINUTE,
+            export_stall: super::export::STALL,
         }
     }
 }

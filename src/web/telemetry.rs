@@ -6,13 +6,15 @@
 //! `outbox`); webhooks' queue depth (read here) and failures per endpoint
 //! (recorded by `webhooks`).
 //!
-//! `/metrics` answers loopback clients only (a scraper on the same host or
-//! through a local agent); buyers have no business reading it.
+//! `/metrics` is not a route of the site: it is served by [`metrics_app`]
+//! on a listener of its own (`--metrics-listen`, off unless given), so that
+//! a reverse proxy in front of the site cannot expose it. No label names an
+//! object (an event, a ticket type, an endpoint): route patterns, methods,
+//! outcomes and states only.
 
 use std::{
     collections::HashMap,
     future::Future,
-    net::SocketAddr,
     pin::Pin,
     sync::{Arc, LazyLock, OnceLock, PoisonError, RwLock},
     task::{Context, Poll, ready},
@@ -20,8 +22,10 @@ use std::{
 };
 
 use axum::{
-    extract::{ConnectInfo, MatchedPath, State},
+    Router,
+    extract::{MatchedPath, State},
     response::{IntoResponse, Response},
+    routing::get,
 };
 use http::Method;
 use metrics::Histogram;
@@ -79,14 +83,17 @@ pub fn recorder() -> Option<&'static PrometheusHandle> {
         .as_ref()
 }
 
-/// `GET /metrics`, for loopback clients.
-pub async fn render(
-    State(db): State<PgPool>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-) -> Result<Response, AppError> {
-    if !peer.ip().is_loopback() {
-        return Err(AppError::NotFound);
-    }
+/// The metrics' own app, for the listener `--metrics-listen` names:
+/// `GET /metrics` and nothing else (any other path is 404).
+pub fn metrics_app(db: PgPool) -> Router {
+    Router::new()
+        .route("/metrics", get(render))
+        .fallback(super::error::not_found)
+        .with_state(db)
+}
+
+/// `GET /metrics` on the metrics listener.
+async fn render(State(db): State<PgPool>) -> Result<Response, AppError> {
     let handle = recorder().ok_or(AppError::NotFound)?;
     let in_use = db.size() as f64 - db.num_idle() as f64;
     metrics::gauge!("stampede_db_pool_connections", "state" => "in_use").set(in_use);

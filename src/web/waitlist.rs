@@ -23,8 +23,8 @@ use crate::{
     auth::CurrentOrganizer,
     db,
     domain::{
-        ConfirmToken, Email, EventId, ForField, InvalidField, Quantity, TicketTypeId,
-        WaitlistEntryId,
+        ConfirmToken, Email, EntryCursor, EntryQuery, EventId, ForField, InvalidField, Quantity,
+        TicketTypeId, WaitlistEntryId,
     },
     error::AppError,
 };
@@ -179,17 +179,25 @@ pub async fn leave(
     Ok(Redirect::to(&entry_url(entry_id, &token)))
 }
 
-/// `GET /organizer/events/{id}/waiting-list`.
+/// `GET /organizer/events/{id}/waiting-list[?after=CURSOR]`: the lists with
+/// a page of places.
 pub async fn organizer_show(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     ctx: PageContext,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
 ) -> Result<Markup, AppError> {
     let event_id: EventId = parse_id(&id)?;
+    let page = EntryQuery::from_page(query.as_deref(), EntryCursor::parse)?;
     let detail = db::events::find_owned(&state.db, organizer.id, event_id).await?;
-    let lists = db::waitlist::list(&state.db, organizer.id, event_id).await?;
-    Ok(view::organizer_page(&ctx, &detail, &lists))
+    let lists = db::waitlist::list(&state.db, organizer.id, event_id, &page).await?;
+    Ok(view::organizer_page(
+        &ctx,
+        &detail,
+        &lists,
+        page.after.is_none(),
+    ))
 }
 
 /// `POST /organizer/events/{id}/waiting-list/offers` with `offers=on|off`.

@@ -1,6 +1,5 @@
-//! The CSV export's rows, streamed.
+//! The CSV export's rows, a page at a time.
 
-use futures_util::stream::BoxStream;
 use sqlx::PgPool;
 use time::OffsetDateTime;
 
@@ -21,14 +20,23 @@ pub struct ExportRow {
     pub ticket_codes: String,
 }
 
-/// Every order of the event, oldest first, with its ticket codes, as a
-/// stream of rows read off the connection as they are consumed (never the
-/// whole result in memory).
-pub fn export_orders(
+/// Where a page of the export starts: after this order in
+/// `(created_at, id)` order.
+pub type ExportCursor = (OffsetDateTime, OrderId);
+
+/// One page of the event's orders, oldest first, after `after`, with their
+/// ticket codes: a short query of its own, so that the connection goes back
+/// to the pool between pages (an export whose client reads slowly holds
+/// none). An order committed during the export with an earlier
+/// `created_at` than the page it would fall in is not in the file.
+pub async fn export_page(
     db: &PgPool,
     organizer_id: OrganizerId,
     event_id: EventId,
-) -> BoxStream<'_, Result<ExportRow, sqlx::Error>> {
+    after: Option<ExportCursor>,
+    limit: i64,
+) -> Result<Vec<ExportRow>, sqlx::Error> {
+    let (after_at, after_id) = after.map(|(at, id)| (at, id.get())).unzip();
     sqlx::query_as!(
         ExportRow,
         r#"SELECT o.id, o.created_at, o.email, t.name AS ticket_type, o.quantity,
@@ -39,9 +47,15 @@ pub fn export_orders(
            JOIN ticket_types t ON t.id = o.ticket_type_id
            JOIN events e ON e.id = t.event_id
            WHERE t.event_id = $1 AND e.organizer_id = $2
-           ORDER BY o.created_at, o.id"#,
+             AND ($3::timestamptz IS NULL OR (o.created_at, o.id) > ($3, $4::uuid))
+           ORDER BY o.created_at, o.id
+           LIMIT $5"#,
         event_id.get(),
         organizer_id.get(),
+        after_at,
+        after_id,
+        limit,
     )
-    .fetch(db)
+    .fetch_all(db)
+    .await
 }

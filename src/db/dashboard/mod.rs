@@ -16,7 +16,7 @@ use sqlx::PgPool;
 use time::OffsetDateTime;
 
 pub use chart::{MinuteSales, sales_per_minute};
-pub use export::{ExportRow, export_orders};
+pub use export::{ExportCursor, ExportRow, export_page};
 
 use crate::{
     domain::{

@@ -23,8 +23,8 @@ pub use offers::{offer_returned_stock, set_offers};
 
 use crate::{
     domain::{
-        ConfirmKey, ConfirmToken, Email, EventId, InvalidField, OrderId, OrderStatus, OrganizerId,
-        Quantity, TicketTypeId, WaitlistEntryId, WaitlistStatus,
+        ConfirmKey, ConfirmToken, Email, EntryCursor, EntryQuery, EventId, InvalidField, OrderId,
+        OrderStatus, OrganizerId, Quantity, TicketTypeId, WaitlistEntryId, WaitlistStatus,
     },
     error::AppError,
 };
@@ -260,9 +260,11 @@ pub struct EventLists {
     pub offers_on: bool,
     /// How many wait in line, per ticket type (types without anyone absent).
     pub lengths: Vec<(TicketTypeId, i64)>,
-    /// The places, by ticket type, those in line first in their order (at
-    /// most [`MAX_LISTED`]).
+    /// A page of the places, by ticket type, those in line first in their
+    /// order.
     pub entries: Vec<ListedEntry>,
+    /// Where the next page starts, if there is one.
+    pub next: Option<EntryCursor>,
 }
 
 impl EventLists {
@@ -275,14 +277,13 @@ impl EventLists {
     }
 }
 
-/// Places listed per event at most (the line's head comes first).
-pub const MAX_LISTED: i64 = 2000;
-
-/// The event's lists, if it is this organizer's.
+/// The event's lists, if it is this organizer's, with the page of places
+/// `page` names.
 pub async fn list(
     db: &PgPool,
     organizer_id: OrganizerId,
     event_id: EventId,
+    page: &EntryQuery,
 ) -> Result<EventLists, AppError> {
     let offers_on = sqlx::query_scalar!(
         "SELECT waitlist_offers FROM events WHERE id = $1 AND organizer_id = $2",
@@ -303,33 +304,61 @@ pub async fn list(
     .into_iter()
     .map(|row| (TicketTypeId::from(row.ticket_type_id), row.waiting))
     .collect();
-    let entries = sqlx::query!(
+    let after = page.after;
+    // The list's order, as a key: a place without a position in line sorts
+    // last (i64::MAX) among the settled ones.
+    let mut rows = sqlx::query!(
         r#"SELECT w.id, w.ticket_type_id, w.email, w.quantity, w.status AS "status: WaitlistStatus",
-                  w.created_at, w.offered_at, w.order_id
+                  w.created_at, w.offered_at, w.order_id, t.position AS type_position,
+                  w.status <> 'waiting' AS "settled!",
+                  COALESCE(w.position, 9223372036854775807) AS "line_position!"
            FROM waitlist_entries w JOIN ticket_types t ON t.id = w.ticket_type_id
            WHERE t.event_id = $1
-           ORDER BY t.position, w.status <> 'waiting', w.position NULLS LAST, w.created_at
-           LIMIT $2"#,
+             AND ($2::int4 IS NULL
+                  OR (t.position, w.status <> 'waiting', COALESCE(w.position, 9223372036854775807),
+                      w.created_at, w.id) > ($2, $3::bool, $4::int8, $5::timestamptz, $6::uuid))
+           ORDER BY t.position, w.status <> 'waiting', COALESCE(w.position, 9223372036854775807),
+                    w.created_at, w.id
+           LIMIT $7"#,
         event_id.get(),
-        MAX_LISTED,
+        after.map(|c| c.type_position),
+        after.map(|c| c.settled),
+        after.map(|c| c.line_position),
+        after.map(|c| c.joined_at),
+        after.map(|c| c.id),
+        page.limit + 1,
     )
     .fetch_all(db)
-    .await?
-    .into_iter()
-    .map(|row| ListedEntry {
-        id: WaitlistEntryId::from(row.id),
-        ticket_type_id: TicketTypeId::from(row.ticket_type_id),
-        email: row.email,
-        quantity: row.quantity,
-        status: row.status,
-        joined_at: row.created_at,
-        offered_at: row.offered_at,
-        order_id: row.order_id.map(OrderId::from),
-    })
-    .collect();
+    .await?;
+    let next = if rows.len() as i64 > page.limit {
+        rows.truncate(page.limit as usize);
+        rows.last().map(|row| EntryCursor {
+            type_position: row.type_position,
+            settled: row.settled,
+            line_position: row.line_position,
+            joined_at: row.created_at,
+            id: row.id,
+        })
+    } else {
+        None
+    };
+    let entries = rows
+        .into_iter()
+        .map(|row| ListedEntry {
+            id: WaitlistEntryId::from(row.id),
+            ticket_type_id: TicketTypeId::from(row.ticket_type_id),
+            email: row.email,
+            quantity: row.quantity,
+            status: row.status,
+            joined_at: row.created_at,
+            offered_at: row.offered_at,
+            order_id: row.order_id.map(OrderId::from),
+        })
+        .collect();
     Ok(EventLists {
         offers_on,
         lengths,
         entries,
+        next,
     })
 }

@@ -5,7 +5,10 @@
 
 use std::{
     collections::{HashMap, hash_map::Entry},
-    sync::{Arc, Mutex, PoisonError},
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicI64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -168,6 +171,7 @@ impl Batcher {
             ahead: None,
         };
         let mut ahead: Option<Arc<Ahead>> = None;
+        let mut depth = QueueShare::default();
         loop {
             // Replays that came while the last batch ran first.
             batch.append(&mut intake.carried);
@@ -204,8 +208,7 @@ impl Batcher {
                     intake.ahead = Some((Arc::clone(ahead), wave.sold_out_answers));
                 }
             }
-            metrics::gauge!("stampede_batch_queue_depth", "ticket_type" => ticket_type_id.to_string())
-                .set(intake.jobs.len() as f64);
+            depth.set(intake.jobs.len());
             self.seller
                 .sell_taking(
                     ticket_type_id,
@@ -216,8 +219,7 @@ impl Batcher {
             intake.ahead = None;
         }
         let mut jobs = intake.jobs;
-        metrics::gauge!("stampede_batch_queue_depth", "ticket_type" => ticket_type_id.to_string())
-            .set(0.0);
+        depth.set(0);
         // Idle: close the queue (senders start a new worker), and sell what
         // slipped in before the close.
         {
@@ -237,5 +239,30 @@ impl Batcher {
     /// Sell `jobs` in one transaction (and each alone if it fails).
     pub(super) async fn sell(&self, ticket_type_id: TicketTypeId, jobs: Vec<Job>) {
         self.seller.sell_taking(ticket_type_id, jobs, None).await;
+    }
+}
+
+/// Purchases waiting in every queue of this process. The gauge
+/// `stampede_batch_queue_depth` is their sum, not a series per ticket type:
+/// a label with the type's id would name hidden and unpublished types.
+static QUEUED: AtomicI64 = AtomicI64::new(0);
+
+/// One worker's share of [`QUEUED`], given back when the worker stops.
+#[derive(Debug, Default)]
+struct QueueShare(i64);
+
+impl QueueShare {
+    fn set(&mut self, depth: usize) {
+        let depth = i64::try_from(depth).unwrap_or(i64::MAX);
+        let change = depth - self.0;
+        self.0 = depth;
+        let total = QUEUED.fetch_add(change, Ordering::Relaxed) + change;
+        metrics::gauge!("stampede_batch_queue_depth").set(total as f64);
+    }
+}
+
+impl Drop for QueueShare {
+    fn drop(&mut self) {
+        self.set(0);
     }
 }

@@ -3,7 +3,7 @@
 
 use axum::{
     Extension, Json,
-    extract::{Path, State},
+    extract::{Path, RawQuery, State},
     http::StatusCode,
 };
 use serde::{Deserialize, Serialize};
@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 use crate::{
     auth::CurrentOrganizer,
     db::{self, presale::CodeSummary},
-    domain::{CodeInput, EventId, TicketTypeId},
+    domain::{CodeCursor, CodeInput, CodeQuery, EventId, TicketTypeId},
     web::{
         AppState,
         error::ApiError,
@@ -64,7 +64,21 @@ pub struct CodeBody {
     created_at: OffsetDateTime,
 }
 
-/// `{"codes": [...]}`.
+impl From<CodeSummary> for CodeBody {
+    fn from(c: CodeSummary) -> Self {
+        Self {
+            code: c.code,
+            max_uses: c.max_uses,
+            used: c.used,
+            valid_from: c.valid_from,
+            valid_until: c.valid_until,
+            ticket_type_ids: c.ticket_type_ids,
+            created_at: c.created_at,
+        }
+    }
+}
+
+/// `{"codes": [...]}`: the codes just created.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CodeList {
     codes: Vec<CodeBody>,
@@ -73,20 +87,17 @@ pub struct CodeList {
 impl From<Vec<CodeSummary>> for CodeList {
     fn from(codes: Vec<CodeSummary>) -> Self {
         Self {
-            codes: codes
-                .into_iter()
-                .map(|c| CodeBody {
-                    code: c.code,
-                    max_uses: c.max_uses,
-                    used: c.used,
-                    valid_from: c.valid_from,
-                    valid_until: c.valid_until,
-                    ticket_type_ids: c.ticket_type_ids,
-                    created_at: c.created_at,
-                })
-                .collect(),
+            codes: codes.into_iter().map(Into::into).collect(),
         }
     }
+}
+
+/// `{"codes": [...], "next": ...}`: a page of the event's codes.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CodePage {
+    codes: Vec<CodeBody>,
+    /// The cursor of the next page (`?after=`), or null on the last one.
+    next: Option<String>,
 }
 
 /// `GET /api/v1/organizer/events/{id}/presale-codes`.
@@ -95,10 +106,16 @@ impl From<Vec<CodeSummary>> for CodeList {
     path = "/api/v1/organizer/events/{id}/presale-codes",
     tag = "organizer",
     summary = "An event's presale codes, with their uses",
-    params(("id" = uuid::Uuid, Path, description = "The event's id")),
+    description = "Cursor pagination, oldest code first.",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 500, description = "Codes per page (default 100)"),
+        ("after" = Option<String>, Query, description = "The `next` cursor of the previous page"),
+    ),
     responses(
-        (status = 200, description = "Every code of the event, oldest first", body = CodeList),
+        (status = 200, description = "A page of the event's codes, oldest first", body = CodePage),
         (status = 404, description = "You have no event with this id", body = crate::web::error::ErrorBody),
+        (status = 422, description = "A parameter is invalid or unknown; `field` names it", body = crate::web::error::ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -106,10 +123,15 @@ pub async fn list(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
-) -> Result<Json<CodeList>, ApiError> {
+    RawQuery(query): RawQuery,
+) -> Result<Json<CodePage>, ApiError> {
     let event_id: EventId = parse_id(&id)?;
-    let codes = db::presale::list(&state.db, organizer.id, event_id).await?;
-    Ok(Json(codes.into()))
+    let query = CodeQuery::parse(query.as_deref(), CodeCursor::parse)?;
+    let (codes, next) = db::presale::page(&state.db, organizer.id, event_id, &query).await?;
+    Ok(Json(CodePage {
+        codes: codes.into_iter().map(Into::into).collect(),
+        next: next.map(|cursor| cursor.encode()),
+    }))
 }
 
 /// `POST /api/v1/organizer/events/{id}/presale-codes`.
@@ -124,7 +146,7 @@ pub async fn list(
         (status = 201, description = "The codes created", body = CodeList),
         (status = 400, description = "Not a JSON object", body = crate::web::error::ErrorBody),
         (status = 404, description = "You have no event with this id", body = crate::web::error::ErrorBody),
-        (status = 422, description = "A field is wrong (or the code exists already); `field` names it", body = crate::web::error::ErrorBody),
+        (status = 422, description = "A field is wrong, the code exists already, or the event's quota of codes would be passed (`count`); `field` names it", body = crate::web::error::ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -148,6 +170,6 @@ pub async fn create(
             .collect(),
     };
     let new = input.parse()?;
-    let codes = db::presale::create(&state.db, organizer.id, event_id, &new).await?;
+    let codes = db::presale::create(&state.db, organizer.id, event_id, &state.quotas, &new).await?;
     Ok((StatusCode::CREATED, Json(codes.into())))
 }

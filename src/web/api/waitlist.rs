@@ -3,7 +3,7 @@
 
 use axum::{
     Extension, Json,
-    extract::{Path, State},
+    extract::{Path, RawQuery, State},
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use crate::{
     auth::CurrentOrganizer,
     db::{self, waitlist::ListedEntry},
-    domain::{EventId, TicketTypeId},
+    domain::{EntryCursor, EntryQuery, EventId, TicketTypeId},
     web::{
         AppState,
         error::ApiError,
@@ -33,9 +33,12 @@ pub struct WaitingLists {
     offers: bool,
     /// Per ticket type of the event, how many wait in line.
     lengths: Vec<LineLength>,
-    /// The places, per ticket type, those in line first in their order
-    /// (at most 2,000).
+    /// A page of the places, per ticket type, those in line first in their
+    /// order (`limit` of them, 100 by default).
     entries: Vec<ListedEntry>,
+    /// The cursor of the next page of `entries` (`?after=`), or null on the
+    /// last one.
+    next: Option<String>,
 }
 
 /// `PUT` body.
@@ -52,9 +55,10 @@ async fn lists(
     state: &AppState,
     organizer: &CurrentOrganizer,
     event_id: EventId,
+    page: &EntryQuery,
 ) -> Result<WaitingLists, ApiError> {
     let detail = db::events::find_owned(&state.db, organizer.id, event_id).await?;
-    let lists = db::waitlist::list(&state.db, organizer.id, event_id).await?;
+    let lists = db::waitlist::list(&state.db, organizer.id, event_id, page).await?;
     Ok(WaitingLists {
         offers: lists.offers_on,
         lengths: detail
@@ -66,6 +70,7 @@ async fn lists(
             })
             .collect(),
         entries: lists.entries,
+        next: lists.next.map(|cursor| cursor.encode()),
     })
 }
 
@@ -75,10 +80,16 @@ async fn lists(
     path = "/api/v1/organizer/events/{id}/waiting-list",
     tag = "organizer",
     summary = "An event's waiting lists: their lengths, places and the offers switch",
-    params(("id" = uuid::Uuid, Path, description = "The event's id")),
+    description = "The places are paged with a cursor (`next`).",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The event's id"),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 500, description = "Places per page (default 100)"),
+        ("after" = Option<String>, Query, description = "The `next` cursor of the previous page"),
+    ),
     responses(
-        (status = 200, description = "The event's waiting lists", body = WaitingLists),
+        (status = 200, description = "The event's waiting lists, with a page of places", body = WaitingLists),
         (status = 404, description = "You have no event with this id", body = crate::web::error::ErrorBody),
+        (status = 422, description = "A parameter is invalid or unknown; `field` names it", body = crate::web::error::ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -86,9 +97,11 @@ pub async fn get_lists(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<WaitingLists>, ApiError> {
     let event_id: EventId = parse_id(&id)?;
-    Ok(Json(lists(&state, &organizer, event_id).await?))
+    let page = EntryQuery::parse(query.as_deref(), EntryCursor::parse)?;
+    Ok(Json(lists(&state, &organizer, event_id, &page).await?))
 }
 
 /// `PUT /api/v1/organizer/events/{id}/waiting-list`.
@@ -100,7 +113,7 @@ pub async fn get_lists(
     params(("id" = uuid::Uuid, Path, description = "The event's id")),
     request_body = OffersSwitch,
     responses(
-        (status = 200, description = "The event's waiting lists after the switch", body = WaitingLists),
+        (status = 200, description = "The event's waiting lists after the switch, with the first page of places", body = WaitingLists),
         (status = 400, description = "Not a JSON object", body = crate::web::error::ErrorBody),
         (status = 404, description = "You have no event with this id", body = crate::web::error::ErrorBody),
         (status = 422, description = "A field is wrong; `field` names it", body = crate::web::error::ErrorBody),
@@ -123,5 +136,7 @@ pub async fn put_offers(
     )
     .await?;
     state.events.forget(event_id).await;
-    Ok(Json(lists(&state, &organizer, event_id).await?))
+    Ok(Json(
+        lists(&state, &organizer, event_id, &EntryQuery::default()).await?,
+    ))
 }

@@ -6,7 +6,7 @@ use maud::{Markup, html};
 use super::{FormError, PageContext, csrf_field, error_notice, format_time, invalid, layout};
 use crate::{
     db::{events::EventDetail, presale::CodeSummary},
-    domain::{MAX_CODE_USES, MAX_CODES_PER_BATCH},
+    domain::{CodeCursor, MAX_CODE_USES, MAX_CODES_PER_BATCH},
 };
 
 /// What the organizer typed, kept when the form comes back with an error.
@@ -21,10 +21,19 @@ pub struct CodeForm {
     pub error: Option<FormError>,
 }
 
+/// Where the shown page of codes is in the list.
+#[derive(Debug, Clone, Default)]
+pub struct Pages {
+    /// The first page (no `after`).
+    pub first: bool,
+    pub next: Option<CodeCursor>,
+}
+
 pub fn page(
     ctx: &PageContext,
     detail: &EventDetail,
     codes: &[CodeSummary],
+    pages: &Pages,
     form: &CodeForm,
     created: usize,
 ) -> Markup {
@@ -78,6 +87,16 @@ pub fn page(
                                 } }
                             }
                         }
+                    }
+                }
+            }
+            @if !pages.first || pages.next.is_some() {
+                nav.pages aria-label="More codes" {
+                    @if !pages.first {
+                        a href=(base) { "← First codes" } " "
+                    }
+                    @if let Some(next) = &pages.next {
+                        a rel="next" href={ (base) "?after=" (next.encode()) } { "Later codes →" }
                     }
                 }
             }

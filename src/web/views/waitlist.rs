@@ -185,9 +185,16 @@ pub fn entry_page(
     )
 }
 
-/// The organizer's view of the event's lists.
-pub fn organizer_page(ctx: &PageContext, detail: &EventDetail, lists: &EventLists) -> Markup {
+/// The organizer's view of the event's lists, with a page of places
+/// (`first`: the first page).
+pub fn organizer_page(
+    ctx: &PageContext,
+    detail: &EventDetail,
+    lists: &EventLists,
+    first: bool,
+) -> Markup {
     let event = &detail.event;
+    let base = format!("/organizer/events/{}/waiting-list", event.id);
     let type_name = |id| {
         detail
             .ticket_types
@@ -247,6 +254,16 @@ pub fn organizer_page(ctx: &PageContext, detail: &EventDetail, lists: &EventList
                                 }
                             }
                         }
+                    }
+                }
+            }
+            @if !first || lists.next.is_some() {
+                nav.pages aria-label="More places" {
+                    @if !first {
+                        a href=(base) { "← First places" } " "
+                    }
+                    @if let Some(next) = &lists.next {
+                        a rel="next" href={ (base) "?after=" (next.encode()) } { "Later places →" }
                     }
                 }
             }

@@ -18,6 +18,30 @@ pub async fn serve(state: AppState) -> SocketAddr {
     addr
 }
 
+/// The metrics listener's app (`--metrics-listen`) on a random loopback
+/// port, as `stampede serve` runs it; its address.
+pub async fn serve_metrics(pool: &PgPool) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(stampede::server::serve(
+        listener,
+        stampede::web::metrics_app(pool.clone()),
+        stampede::server::ConnLimits::default(),
+        std::future::pending(),
+    ));
+    addr
+}
+
+/// One scrape of the metrics (through the metrics listener's app).
+pub async fn scrape_metrics(pool: &PgPool) -> String {
+    let addr = serve_metrics(pool).await;
+    let resp = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), reqwest::StatusCode::OK);
+    resp.text().await.unwrap()
+}
+
 /// The real router served on a random loopback port.
 pub struct TestApp {
     pub pool: PgPool,
@@ -90,9 +114,10 @@ impl TestApp {
     /// Sign up an organizer through the real pages and return a client
     /// that carries its session (and CSRF) cookies, plus its API token.
     pub async fn organizer(&self, email: &str) -> Organizer {
+        let cookies = std::sync::Arc::new(reqwest::cookie::Jar::default());
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
-            .cookie_store(true)
+            .cookie_provider(std::sync::Arc::clone(&cookies))
             .build()
             .unwrap();
         let page = client.get(self.url("/signup")).send().await.unwrap();
@@ -119,6 +144,7 @@ impl TestApp {
         Organizer {
             id,
             client,
+            cookies,
             csrf: token,
             api_token,
             base: self.url(""),
@@ -163,6 +189,8 @@ pub async fn api_buy_with_secret(
 pub struct Organizer {
     pub id: Uuid,
     pub client: reqwest::Client,
+    /// The client's cookies (the session), for requests made without it.
+    pub cookies: std::sync::Arc<reqwest::cookie::Jar>,
     pub csrf: String,
     pub api_token: String,
     base: String,
@@ -171,6 +199,17 @@ pub struct Organizer {
 impl Organizer {
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// The `Cookie` header the client sends (the session's), for a raw
+    /// request.
+    pub fn cookie_header(&self) -> String {
+        use reqwest::cookie::CookieStore as _;
+        let url = self.url("/").parse().unwrap();
+        self.cookies
+            .cookies(&url)
+            .map(|value| value.to_str().unwrap().to_owned())
+            .unwrap_or_default()
     }
 
     pub async fn get(&self, path: &str) -> reqwest::Response {

@@ -24,7 +24,8 @@ pub mod smtp;
 // each test binary uses a different subset.
 #[allow(unused_imports)]
 pub use app::{
-    Organizer, TestApp, api_buy, api_buy_with_secret, csrf_from_page, serve, until_listening,
+    Organizer, TestApp, api_buy, api_buy_with_secret, csrf_from_page, scrape_metrics, serve,
+    serve_metrics, until_listening,
 };
 pub use forms::{csrf_cookie, form_body};
 #[allow(unused_imports)]

@@ -18,6 +18,8 @@ pub struct ServerProcess {
     child: Child,
     pub addr: SocketAddr,
     pub base: String,
+    /// The metrics listener's base URL (`--metrics-listen`).
+    pub metrics_base: String,
 }
 
 impl ServerProcess {
@@ -33,11 +35,14 @@ impl ServerProcess {
         args: &[&str],
         file_limit: Option<u32>,
     ) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let free_port = || {
+            TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        };
+        let (port, metrics_port) = (free_port(), free_port());
         let binary = env!("CARGO_BIN_EXE_stampede");
         let mut command = match file_limit {
             // `ulimit -n` in sh sets both limits; exec keeps the pid.
@@ -51,6 +56,7 @@ impl ServerProcess {
         };
         let child = command
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
             .args(["--database-url", database_url, "--db-max-connections", "8"])
             .args(args)
             .env("RUST_LOG", "warn")
@@ -63,6 +69,7 @@ impl ServerProcess {
             child,
             addr,
             base: format!("http://{addr}"),
+            metrics_base: format!("http://127.0.0.1:{metrics_port}"),
         };
         let client = reqwest::Client::new();
         for _ in 0..200 {
@@ -77,6 +84,11 @@ impl ServerProcess {
 
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// `GET /metrics` on the metrics listener.
+    pub fn metrics_url(&self) -> String {
+        format!("{}/metrics", self.metrics_base)
     }
 
     /// Resident memory of the process (VmRSS), in KiB.

@@ -72,7 +72,7 @@ fn buyer(email: &str) -> String {
 
 /// A counter of `/metrics` (0 when it has not been counted yet).
 async fn counter(server: &ServerProcess, series: &str) -> f64 {
-    let text = reqwest::get(server.url("/metrics"))
+    let text = reqwest::get(server.metrics_url())
         .await
         .unwrap()
         .text()

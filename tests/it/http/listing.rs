@@ -160,6 +160,7 @@ async fn quota_app(pool: &PgPool) -> TestApp {
             published_events: 2,
             ticket_types_per_event: 3,
             total_capacity: 100,
+            ..Quotas::default()
         });
     TestApp::spawn_state(pool.clone(), clock, state).await
 }
@@ -224,6 +225,7 @@ async fn concurrent_creates_cannot_together_pass_the_published_quota(
         published_events: 2,
         ticket_types_per_event: 3,
         total_capacity: 1_000,
+        ..Quotas::default()
     };
     let input = stampede::domain::EventInput {
         title: "Night".into(),

@@ -291,14 +291,49 @@ async fn pages_with_order_codes_are_never_stored_by_caches(pool: PgPool) {
     );
 }
 
-/// `/metrics` speaks Prometheus' text format to loopback clients: purchases
-/// by outcome, batch sizes and per-route latency are there after a sale. A
-/// made-up method is counted as `other`, not as a series of its own.
+/// The metrics listener speaks Prometheus' text format: purchases by
+/// outcome, batch sizes and per-route latency are there after a sale. A
+/// made-up method is counted as `other`, not as a series of its own. The
+/// site's own listener answers 404 on `/metrics`, and no label names the
+/// event or its (hidden) ticket type.
 #[sqlx::test]
 async fn metrics_show_purchases_batches_and_route_latency(pool: PgPool) {
     let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    let tt = fixture.ticket_type_id();
+    // A hidden ticket type, sold with a presale code.
+    sqlx::query("UPDATE ticket_types SET hidden = true WHERE id = $1")
+        .bind(tt)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let code = stampede::domain::CodeInput {
+        code: "SECRET-ROOM".into(),
+        max_uses: "4".into(),
+        ticket_type_ids: vec![tt.to_string()],
+        ..Default::default()
+    };
+    stampede::db::presale::create(
+        &pool,
+        fixture.organizer_id.into(),
+        fixture.event_id.into(),
+        &stampede::domain::Quotas::default(),
+        &code.parse().unwrap(),
+    )
+    .await
+    .unwrap();
     let app = TestApp::spawn(pool.clone()).await;
-    api_buy(&app, fixture.ticket_type_id(), 1, "ada@example.org").await;
+    let resp = app
+        .client
+        .post(app.url("/api/v1/orders"))
+        .json(&serde_json::json!({
+            "ticket_type_id": tt, "quantity": 1, "email": "ada@example.org",
+            "idempotency_key": uuid::Uuid::new_v4().to_string(),
+            "presale_code": "SECRET-ROOM",
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
     let made_up = reqwest::Method::from_bytes(b"BREWCOFFEE").unwrap();
     let resp = app
         .client
@@ -308,7 +343,12 @@ async fn metrics_show_purchases_batches_and_route_latency(pool: PgPool) {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
 
-    let resp = get(&app, "/metrics").await;
+    // Not on the site's listener, from loopback or not.
+    assert_eq!(get(&app, "/metrics").await.status(), StatusCode::NOT_FOUND);
+    let metrics = serve_metrics(&pool).await;
+    let resp = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     assert!(
         resp.headers()["content-type"]
@@ -320,6 +360,7 @@ async fn metrics_show_purchases_batches_and_route_latency(pool: PgPool) {
     for series in [
         "stampede_purchases_total{outcome=\"created\"}",
         "stampede_batch_size_bucket{le=\"1\"}",
+        "stampede_batch_queue_depth ",
         "stampede_http_request_duration_seconds_bucket{route=\"/api/v1/orders\",method=\"POST\",status=\"ok\",le=\"15\"}",
         "stampede_db_pool_connections{state=\"idle\"}",
         "stampede_http_request_duration_seconds_bucket{route=\"/api/v1/events\",method=\"other\",status=\"4xx\",le=\"15\"}",
@@ -327,4 +368,12 @@ async fn metrics_show_purchases_batches_and_route_latency(pool: PgPool) {
         assert!(body.contains(series), "{series} missing from:\n{body}");
     }
     assert!(!body.contains("BREWCOFFEE"), "{body}");
+    for id in [tt, fixture.event_id] {
+        assert!(!body.contains(&id.to_string()), "{id} in:\n{body}");
+    }
+    // The metrics listener serves nothing else.
+    let other = reqwest::get(format!("http://{metrics}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(other.status(), StatusCode::NOT_FOUND);
 }

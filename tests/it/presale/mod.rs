@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod pages;
+mod paging;
 mod uses;
 
 use crate::common;
@@ -55,6 +56,7 @@ async fn hidden_with_code(
         pool,
         fixture.organizer_id.into(),
         fixture.event_id.into(),
+        &stampede::domain::Quotas::default(),
         &input.parse().unwrap(),
     )
     .await

@@ -231,7 +231,9 @@ async fn a_cancel_a_raised_capacity_and_the_switch_serve_the_line(
     );
     assert_eq!(entry_status(&pool, eve).await, "offered");
     assert_eq!(remaining(&pool, tt).await, 0);
-    let lists = db::waitlist::list(&pool, organizer, event).await.unwrap();
+    let lists = db::waitlist::list(&pool, organizer, event, &Default::default())
+        .await
+        .unwrap();
     assert!(lists.offers_on);
     assert_eq!(lists.entries.len(), 4);
     assert_eq!(lists.waiting(tt.into()), 0);

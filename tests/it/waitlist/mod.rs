@@ -8,6 +8,7 @@
 
 mod line;
 mod page;
+mod paging;
 
 use crate::common;
 

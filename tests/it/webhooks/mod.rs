@@ -25,7 +25,9 @@ use std::{
 
 use axum::{Router, body::Bytes, extract::State, http::HeaderMap, routing::post};
 use base64::{Engine, engine::general_purpose::STANDARD};
-use common::{Organizer, TestApp, TicketSpec, api_buy, now, organizer::owned_published_event};
+use common::{
+    Organizer, TestApp, TicketSpec, api_buy, now, organizer::owned_published_event, scrape_metrics,
+};
 use hmac::{Hmac, Mac};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};

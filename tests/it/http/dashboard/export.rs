@@ -163,3 +163,117 @@ async fn csv_export_neutralises_cells_that_spreadsheets_would_run_as_formulas(po
     assert!(records.iter().any(|r| &r[2] == "'=cmd@example.org"));
     assert!(records.iter().any(|r| &r[2] == "plain@example.org"));
 }
+
+/// `n` confirmed orders of the ticket type, written straight to the table
+/// (the export reads nothing else): in threes with the same `created_at`,
+/// so that pages break inside runs of equal times.
+async fn many_orders(pool: &PgPool, ticket_type_id: Uuid, n: i64) {
+    sqlx::query(
+        "INSERT INTO orders (ticket_type_id, email, quantity, unit_price_minor, currency,
+                             idempotency_key, created_at)
+         SELECT $1, 'buyer' || i || '@example.org', 1, 2500, 'EUR', 'k' || i,
+                timestamptz '2027-01-01 10:00Z' + (i / 3) * interval '1 second'
+         FROM generate_series(1, $2) AS i",
+    )
+    .bind(ticket_type_id)
+    .bind(n)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+/// Connections of the app's pool checked out now.
+fn in_use(pool: &PgPool) -> u32 {
+    pool.size() - pool.num_idle() as u32
+}
+
+#[sqlx::test]
+async fn an_export_of_many_pages_has_every_order_once_in_order(pool: PgPool) {
+    let (_app, org) = setup(&pool).await;
+    let (event, tts) =
+        create_event(&pool, &org, "Big", &[("Standing", "25.00", "EUR", 100, 4)]).await;
+    // More than two pages of the export's reads.
+    let n = 2 * stampede::web::EXPORT_ROWS_PER_PAGE + 101;
+    many_orders(&pool, tts[0], n).await;
+    let expected: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT o.id FROM orders o JOIN ticket_types t ON t.id = o.ticket_type_id
+         WHERE t.event_id = $1 ORDER BY o.created_at, o.id",
+    )
+    .bind(event)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(expected.len() as i64, n);
+    let records = download_csv(&org, event).await;
+    let got: Vec<Uuid> = records[1..].iter().map(|r| r[0].parse().unwrap()).collect();
+    assert_eq!(got, expected, "every order once, oldest first");
+}
+
+/// A client that asks for an export and reads nothing: the export holds
+/// no pool connection while it waits on the client, and is cut off after
+/// the stall timeout, which frees the organizer's slot.
+#[sqlx::test]
+async fn a_stalled_export_holds_no_connection_and_its_slot_frees(pool: PgPool) {
+    let limits = stampede::web::Limits {
+        export_stall: std::time::Duration::from_secs(1),
+        ..stampede::web::Limits::default()
+    };
+    let app = TestApp::spawn_with_limits(pool.clone(), limits).await;
+    let org = app.organizer("stall@example.org").await;
+    let (event, tts) = create_event(
+        &pool,
+        &org,
+        "Stall",
+        &[("Standing", "25.00", "EUR", 100, 4)],
+    )
+    .await;
+    // Megabytes of CSV: far more than the socket buffers of a reader with a
+    // small receive buffer, and the export's chunks ahead, hold.
+    many_orders(&pool, tts[0], 30_000).await;
+
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(app.addr).await.unwrap();
+    let request = format!(
+        "GET /organizer/events/{event}/orders.csv HTTP/1.1\r\nhost: {}\r\ncookie: {}\r\n\r\n",
+        app.addr,
+        org.cookie_header()
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes())
+        .await
+        .unwrap();
+    let mut head = [0u8; 512];
+    let read = tokio::io::AsyncReadExt::read(&mut stream, &mut head)
+        .await
+        .unwrap();
+    let head = String::from_utf8_lossy(&head[..read]);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // From here on nothing is read. Once the buffers are full the export
+    // waits on the client with no connection checked out, and it still
+    // runs: the organizer's second export is refused.
+    let mut waited = 0;
+    while in_use(&pool) > 0 {
+        waited += 1;
+        assert!(waited < 1000, "a connection stays checked out");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let second = org
+        .get(&format!("/organizer/events/{event}/orders.csv"))
+        .await;
+    assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
+    // The stall timeout cuts it off and frees the slot.
+    let mut tries = 0;
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let again = org
+            .get(&format!("/organizer/events/{event}/orders.csv"))
+            .await;
+        if again.status() == StatusCode::OK {
+            break;
+        }
+        assert_eq!(again.status(), StatusCode::TOO_MANY_REQUESTS);
+        tries += 1;
+        assert!(tries < 150, "the stalled export's slot was never freed");
+    }
+    drop(stream);
+}
