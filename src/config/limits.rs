@@ -131,6 +131,19 @@ pub struct RateArgs {
         global = true
     )]
     pub api_requests_per_minute: u32,
+
+    /// Failed presale code checks (a `?code=` that unlocks nothing, a
+    /// purchase refused for its code) one client address may make per event
+    /// before each further one waits: 2 s, doubling, up to an hour. 0 turns
+    /// the limit off: behind a proxy that shows every client with its own
+    /// address.
+    #[arg(
+        long,
+        env = "STAMPEDE_PRESALE_CODE_FAILURES_PER_IP",
+        default_value_t = 5,
+        global = true
+    )]
+    pub presale_code_failures_per_ip: u32,
 }
 
 /// What one organizer may have.

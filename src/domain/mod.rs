@@ -56,7 +56,7 @@ pub use organizer_api::{
 pub use paging::{CodeCursor, CodeQuery, DEFAULT_PAGE_LIMIT, EntryCursor, EntryQuery, PageQuery};
 pub use presale::{
     CodeInput, MAX_CODE_USES, MAX_CODES_PER_BATCH, NewCodes, PresaleCode, code_is_current,
-    optional_code,
+    is_guessable, optional_code,
 };
 pub use public_address::is_public;
 pub use quantity::{MAX_QUANTITY, Quantity};

@@ -240,3 +240,42 @@ mod tests {
         assert!(!code_is_current(None, Some(t), t));
     }
 }
+
+/// Fewer guesses than this (by zxcvbn's estimate: dictionary words, names,
+/// dates, keyboard patterns) and a code is called guessable. With the code
+/// guard (a few failed checks per address and event, then waits doubling up
+/// to an hour), 10^9 guesses take tens of millions of address-days; a
+/// generated code is about 10^10 by the same estimate.
+const GUESSABLE_BELOW_LOG10: f64 = 9.0;
+
+/// Whether a code could be found by guessing: short, or built of words,
+/// dates and patterns a guesser tries first (`FANCLUB-2027`).
+pub fn is_guessable(code: &str) -> bool {
+    // The generated shape (10 of our 31 characters) is taken as random, and
+    // skips the estimate (about a millisecond a code).
+    let generated = code.len() == GENERATED_CHARS && code.bytes().all(|b| ALPHABET.contains(&b));
+    !generated && zxcvbn::zxcvbn(code, &[]).guesses_log10() < GUESSABLE_BELOW_LOG10
+}
+
+#[cfg(test)]
+mod strength_tests {
+    use super::*;
+
+    #[test]
+    fn words_dates_and_short_codes_are_guessable_and_random_ones_are_not() {
+        for weak in [
+            "FANCLUB-2027",
+            "VIP-ROOM",
+            "PRESALE",
+            "ABCD",
+            "SUMMER-2026",
+            "12345678",
+        ] {
+            assert!(is_guessable(weak), "{weak}");
+        }
+        // Two generated codes, and a long one of the organizer's own.
+        for strong in ["K7MQ2XRP9D", "W4TNB8HQ3Z", "FRONT-ROW-7Q2X"] {
+            assert!(!is_guessable(strong), "{strong}");
+        }
+    }
+}

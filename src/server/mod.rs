@@ -91,6 +91,7 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
             period: Duration::from_millis(args.rates.purchase_period_ms),
         },
         api_requests_per_minute: args.rates.api_requests_per_minute,
+        code_failures_per_ip: args.rates.presale_code_failures_per_ip,
         ..Limits::default()
     };
     let conn_limits = ConnLimits {

@@ -6,6 +6,7 @@ mod api;
 mod api_rate_limit;
 mod assets;
 mod auth;
+mod code_guard;
 pub mod csrf;
 mod dashboard;
 mod door;

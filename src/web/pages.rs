@@ -25,7 +25,7 @@ use crate::{
     db::{self, events::EventDetail},
     domain::{
         CancelSecret, ClientKey, ConfirmToken, Email, EventCursor, EventId, ForField,
-        IdempotencyKey, InvalidField, OrderId, Quantity, TicketTypeId, optional_code,
+        IdempotencyKey, InvalidField, OrderId, PresaleCode, Quantity, TicketTypeId, optional_code,
     },
     error::AppError,
     sale::{self, PurchaseRequest},
@@ -67,6 +67,7 @@ pub async fn event(
     ctx: PageContext,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
+    connect: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
 ) -> Result<Markup, AppError> {
     let event_id: EventId = parse_id(&id)?;
@@ -80,7 +81,21 @@ pub async fn event(
         .events
         .published(&state.db, &state.sales, event_id)
         .await?;
-    let detail = with_unlocked(&state, detail, &presale_code, now).await?;
+    let client = queue::client(connect).map(ClientKey::of);
+    let detail = match optional_code(&presale_code) {
+        Ok(Some(code)) => {
+            // A guess costs a read: behind the guard, and counted if wrong.
+            state.code_guard.check(client, event_id.get(), now)?;
+            match with_unlocked(&state, &detail, &code, now).await? {
+                Some(shown) => shown,
+                None => {
+                    state.code_guard.failed(client, event_id.get(), now);
+                    detail
+                }
+            }
+        }
+        _ => detail,
+    };
     let form = BuyForm {
         idempotency_key: IdempotencyKey::generate().as_str().to_owned(),
         presale_code,
@@ -164,7 +179,16 @@ pub async fn buy(
         .events
         .published(&state.db, &state.sales, event_id)
         .await?;
-    let detail = with_unlocked(&state, detail, &form.presale_code, now).await?;
+    // The code unlocks its hidden types again, unless the guard held it
+    // back (then its answer must not come from here either).
+    let detail = match optional_code(&form.presale_code) {
+        Ok(Some(code)) if !matches!(err, AppError::TooManyRequests { .. }) => {
+            with_unlocked(&state, &detail, &code, now)
+                .await?
+                .unwrap_or(detail)
+        }
+        _ => detail,
+    };
     // A conflicting key stays in conflict: give the corrected form a new one.
     if IdempotencyKey::parse(&form.idempotency_key).is_err()
         || matches!(err, AppError::IdempotencyConflict)
@@ -207,30 +231,27 @@ fn purchase_request(event_id: EventId, form: &BuyForm) -> Result<PurchaseRequest
 }
 
 /// The event as a buyer with this presale code sees it: with the hidden
-/// ticket types the code unlocks now (a read only when the code could be one).
+/// ticket types the code unlocks now; `None` when it unlocks none.
 async fn with_unlocked(
     state: &AppState,
-    detail: Arc<EventDetail>,
-    code: &str,
+    detail: &EventDetail,
+    code: &PresaleCode,
     now: OffsetDateTime,
-) -> Result<Arc<EventDetail>, AppError> {
-    let Ok(Some(code)) = optional_code(code) else {
-        return Ok(detail);
-    };
-    let unlocked = db::presale::unlocked_hidden(&state.db, detail.event.id, &code, now).await?;
+) -> Result<Option<Arc<EventDetail>>, AppError> {
+    let unlocked = db::presale::unlocked_hidden(&state.db, detail.event.id, code, now).await?;
     if unlocked.is_empty() {
-        return Ok(detail);
+        return Ok(None);
     }
     let Some(full) = db::events::find(&state.db, detail.event.id).await? else {
-        return Ok(detail);
+        return Ok(None);
     };
-    let mut shown = EventDetail::clone(&detail);
+    let mut shown = EventDetail::clone(detail);
     shown.ticket_types = full
         .ticket_types
         .into_iter()
         .filter(|t| !t.hidden || unlocked.contains(&t.id))
         .collect();
-    Ok(Arc::new(shown))
+    Ok(Some(Arc::new(shown)))
 }
 
 /// The order page's address; with the cancel secret, the one that can cancel.

@@ -8,6 +8,7 @@ use tower_sessions_sqlx_store::PostgresStore;
 
 use super::{
     api_rate_limit::ApiRateLimit,
+    code_guard::CodeGuard,
     event_cache::EventCache,
     list_cache::ListCache,
     purchase_limits::{PurchaseLimits, PurchaseRates},
@@ -43,6 +44,9 @@ pub struct Limits {
     /// How long a CSV export waits for a client that reads nothing before
     /// it is cut off (freeing its slot).
     pub export_stall: Duration,
+    /// Failed presale code checks per client address and event before each
+    /// further one waits (`super::code_guard`); 0 = no limit.
+    pub code_failures_per_ip: u32,
 }
 
 impl Default for Limits {
@@ -58,6 +62,7 @@ impl Default for Limits {
             purchase_rates: PurchaseRates::default(),
             api_requests_per_minute: super::api_rate_limit::DEFAULT_API_REQUESTS_PER_MINUTE,
             export_stall: super::export::STALL,
+            code_failures_per_ip: super::code_guard::DEFAULT_FREE_FAILURES,
         }
     }
 }
@@ -105,17 +110,36 @@ pub struct Shared {
     pub api_rate: ApiRateLimit,
     /// Webhook URLs may point at loopback and private addresses.
     pub webhooks_allow_private: bool,
+    /// Failed presale code checks per client address and event.
+    pub code_guard: CodeGuard,
 }
 
 impl AppState {
     /// A buyer's purchase (form or API), behind the buyer's rate limit,
     /// which a refusal of a type known sold out does not spend.
+    /// With a presale code, behind the code guard: per client address and
+    /// event (the API names no event: per ticket type).
     pub async fn purchase(&self, request: &PurchaseRequest) -> Result<Purchase, AppError> {
-        self.sales
-            .purchase_limited(self.clock.now(), request, |request| {
+        let now = self.clock.now();
+        let coded = request.presale_code.is_some();
+        let scope = request
+            .event_id
+            .map_or(request.ticket_type_id.get(), |event| event.get());
+        if coded {
+            self.code_guard.check(request.client, scope, now)?;
+        }
+        let result = self
+            .sales
+            .purchase_limited(now, request, |request| {
                 self.purchase_limits.check_email(&request.email)
             })
-            .await
+            .await;
+        // Refused for its code (unknown, used up, not for this type or not
+        // now: one answer); a code with too few uses left was a right guess.
+        if coded && matches!(&result, Err(AppError::Invalid(f)) if f.field == "presale_code") {
+            self.code_guard.failed(request.client, scope, now);
+        }
+        result
     }
 
     pub fn new(db: PgPool) -> Self {
@@ -131,6 +155,7 @@ impl AppState {
             public_list: Arc::new(ListCache::new(DEFAULT_LIST_CACHE_TTL)),
             api_rate: ApiRateLimit::new(Limits::default().api_requests_per_minute),
             webhooks_allow_private: false,
+            code_guard: CodeGuard::new(Limits::default().code_failures_per_ip),
         }))
     }
 
@@ -196,6 +221,7 @@ impl AppState {
         self.shared_mut().limits = limits;
         self.shared_mut().purchase_limits = PurchaseLimits::new(limits.purchase_rates);
         self.shared_mut().api_rate = ApiRateLimit::new(limits.api_requests_per_minute);
+        self.shared_mut().code_guard = CodeGuard::new(limits.code_failures_per_ip);
         self.shared_mut().sales = self.sales.clone().with_deadline(purchase_deadline(&limits));
         self
     }

@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 use crate::{
     auth::CurrentOrganizer,
     db::{self, presale::CodeSummary},
-    domain::{CodeCursor, CodeInput, CodeQuery, EventId, TicketTypeId},
+    domain::{CodeCursor, CodeInput, CodeQuery, EventId, TicketTypeId, is_guessable},
     web::{
         AppState,
         error::ApiError,
@@ -62,11 +62,15 @@ pub struct CodeBody {
     ticket_type_ids: Vec<uuid::Uuid>,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
+    /// Words, dates or patterns a guesser tries first (`FANCLUB-2027`):
+    /// replace it with a generated one if it must stay secret.
+    guessable: bool,
 }
 
 impl From<CodeSummary> for CodeBody {
     fn from(c: CodeSummary) -> Self {
         Self {
+            guessable: is_guessable(&c.code),
             code: c.code,
             max_uses: c.max_uses,
             used: c.used,

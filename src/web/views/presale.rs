@@ -6,7 +6,7 @@ use maud::{Markup, html};
 use super::{FormError, PageContext, csrf_field, error_notice, format_time, invalid, layout};
 use crate::{
     db::{events::EventDetail, presale::CodeSummary},
-    domain::{CodeCursor, MAX_CODE_USES, MAX_CODES_PER_BATCH},
+    domain::{CodeCursor, MAX_CODE_USES, MAX_CODES_PER_BATCH, is_guessable},
 };
 
 /// What the organizer typed, kept when the form comes back with an error.
@@ -72,7 +72,12 @@ pub fn page(
                     tbody {
                         @for code in codes {
                             tr {
-                                td { code { (code.code) } }
+                                td {
+                                    code { (code.code) }
+                                    @if is_guessable(&code.code) {
+                                        " " span.badge title="Built of words, dates or patterns that a guesser tries first. Wrong guesses are slowed per address, but a code that must stay secret should be generated." { "guessable" }
+                                    }
+                                }
                                 td { (code.used) " of " (code.max_uses) }
                                 td {
                                     @match (code.valid_from, code.valid_until) {

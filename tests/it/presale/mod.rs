@@ -7,6 +7,7 @@
 // A test that cannot go on panics: unwrap and expect say where.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod guessing;
 mod pages;
 mod paging;
 mod uses;
