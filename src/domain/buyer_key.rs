@@ -81,7 +81,7 @@ impl From<&Email> for BuyerKey {
         let raw = email.as_str();
         let (local, domain) = raw.rsplit_once('@').unwrap_or((raw, ""));
         let mut local = fold(local);
-        let mut domain = fold(domain);
+        let mut domain = super::mail_domain::key(domain, fold);
         if let Some(plus) = local.find('+') {
             local.truncate(plus);
         }
@@ -172,6 +172,12 @@ mod tests {
                 // Composed é, and e with a combining acute accent.
                 "ren\u{e9}@example.org",
                 "rene\u{301}@example.org",
+            ],
+            &[
+                // An internationalised domain and its punycode form.
+                "ada@b\u{fc}cher.de",
+                "ada@B\u{dc}CHER.de",
+                "ada@xn--bcher-kva.de",
             ],
             // Dots count outside Gmail.
             &["jane.doe@example.org"],

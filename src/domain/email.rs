@@ -1,5 +1,7 @@
 use std::fmt;
 
+use super::mail_domain::{deliverable, plain_domain};
+
 /// A buyer's email, normalised (trimmed, lower-cased) so that per-buyer
 /// limits and idempotency keys cannot be dodged by changing case or spacing.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -60,7 +62,7 @@ impl Email {
         if normalised.len() > MAX_LEN {
             return Err("That email address is too long.".into());
         }
-        if !valid_by_rfc(&normalised) {
+        if !valid_by_rfc(&normalised) || !deliverable_domain(&normalised) {
             return Err(format!("\"{input}\" is not a valid email address."));
         }
         Ok(Self(normalised))
@@ -84,6 +86,13 @@ fn valid_by_rfc(normalised: &str) -> bool {
         && normalised
             .rsplit_once('@')
             .is_some_and(|(_, domain)| domain.contains('.') && !domain.ends_with('.'))
+}
+
+/// The domain is a host mail can go to ([`deliverable`]).
+fn deliverable_domain(normalised: &str) -> bool {
+    normalised
+        .rsplit_once('@')
+        .is_some_and(|(_, domain)| deliverable(domain))
 }
 
 /// The common shape, checked without the crate (a rush parses one address
@@ -125,34 +134,6 @@ fn plain_local_part(local: &[u8]) -> bool {
     !after_dot
 }
 
-/// Two or more labels of `a-z`, `0-9` and `-`, each starting and ending
-/// with a letter or digit, at most 63 bytes.
-fn plain_domain(domain: &[u8]) -> bool {
-    const LABEL_MAX: usize = 63;
-    let mut dots = 0;
-    let mut label_len = 0;
-    let mut previous = b'.';
-    for &b in domain {
-        if b == b'.' {
-            // Also refuses an empty label (the previous byte a dot).
-            if !is_let_dig(previous) {
-                return false;
-            }
-            dots += 1;
-            label_len = 0;
-        } else if is_let_dig(b) || (b == b'-' && label_len > 0) {
-            label_len += 1;
-            if label_len > LABEL_MAX {
-                return false;
-            }
-        } else {
-            return false;
-        }
-        previous = b;
-    }
-    dots > 0 && is_let_dig(previous)
-}
-
 /// [`ASCII_CLASS`]'s bit for `atext` of RFC 5322 (lower case only:
 /// addresses are lower-cased first).
 const ATEXT: u8 = 1;
@@ -175,9 +156,6 @@ static ASCII_CLASS: [u8; 128] = {
     }
     class
 };
-fn is_let_dig(b: u8) -> bool {
-    b.is_ascii_lowercase() || b.is_ascii_digit()
-}
 
 impl fmt::Display for Email {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -261,6 +239,10 @@ mod tests {
             "ada\u{202E}@example.org",
             "\u{FEFF}ada@example.org",
             "ada@exa\u{200D}mple.org",
+            // An address, not a host name; no host has an underscore.
+            "v@1.2",
+            "v@10.0.0.1",
+            "v@a_b.c",
         ] {
             assert!(Email::parse(raw).is_err(), "{raw:?} should be rejected");
         }

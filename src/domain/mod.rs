@@ -13,6 +13,7 @@ mod format;
 mod idempotency;
 mod ids;
 mod listing;
+mod mail_domain;
 mod money;
 mod order_search;
 mod organizer_api;
