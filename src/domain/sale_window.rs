@@ -44,9 +44,12 @@ impl SaleWindow {
         }
     }
 
-    /// When the sale closes: `closes_at`, or else the event's start.
+    /// When the sale closes: `closes_at`, or else the event's start; never
+    /// after the start (a close moved past it does not reopen the sale of an
+    /// event that has begun).
     pub fn closes(&self) -> OffsetDateTime {
-        self.closes_at.unwrap_or(self.starts_at)
+        self.closes_at
+            .map_or(self.starts_at, |closes| closes.min(self.starts_at))
     }
 }
 

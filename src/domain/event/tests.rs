@@ -152,6 +152,16 @@ fn the_sale_opens_before_the_start_and_closes_after_it_opens() {
     input.sale_closes_at = "2027-01-01T10:00".into();
     assert_eq!(field_of(&input), "sale_closes_at");
 
+    // Not past the start: a sale never reopens an event that has begun.
+    let mut input = valid();
+    input.sale_closes_at = "2027-03-01T19:31".into();
+    assert!(
+        input.starts_at.starts_with("2027-03-01T19:30"),
+        "{}",
+        input.starts_at
+    );
+    assert_eq!(field_of(&input), "sale_closes_at");
+
     let mut input = valid();
     input.sale_closes_at = "2027-01-01T10:01".into();
     let event = input.parse().unwrap();

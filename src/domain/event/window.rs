@@ -11,7 +11,7 @@ use crate::domain::{ForField, InvalidField};
 
 /// The start, the sale's opening and its close (blank: at the start), each
 /// checked and named by its field: the sale opens before the event starts
-/// and closes after it opens.
+/// and closes after it opens, by the start.
 pub(super) fn parse_dates(
     starts_at: &str,
     sale_opens_at: &str,
@@ -33,6 +33,14 @@ pub(super) fn parse_dates(
         return Err(InvalidField::new(
             "sale_closes_at",
             "The sale must close after it opens.",
+        ));
+    }
+    // A sale past the start would reopen an event that has begun; selling
+    // at the door is not a feature yet.
+    if sale_closes_at.is_some_and(|closes| closes > starts_at) {
+        return Err(InvalidField::new(
+            "sale_closes_at",
+            "The sale must close by the time the event starts (leave it blank to close at the start).",
         ));
     }
     Ok((starts_at, sale_opens_at, sale_closes_at))
