@@ -1,19 +1,22 @@
 //! The door: the scanner page a staff link opens (`/door?s=SECRET`, no
 //! account; an unknown, revoked or expired link is "not found"), and the
 //! organizer's forms that create and revoke staff links on the dashboard.
-//! The secret travels in the query and the form body, never in the path:
-//! request logs record paths.
+//! The link's secret comes in the query once, and is exchanged at once for
+//! a cookie (HttpOnly, for `/door` only) and a redirect to the bare
+//! `/door`: proxies log query strings, so the secret stays in one logged
+//! request at most, never in the scanner's own address or its form.
 
 use axum::{
     Extension,
     extract::{Path, RawQuery, State},
+    http::{HeaderMap, HeaderValue, header},
     response::{IntoResponse, Redirect, Response},
 };
-use maud::Markup;
 
 use super::{
     AppState, dashboard,
     extract::{FormFields, PageContext, parse_id},
+    queue,
     views::{self, FormError, door::LinkInput},
 };
 use crate::{
@@ -30,16 +33,43 @@ fn secret_in_query(query: Option<&str>) -> Option<DoorSecret> {
         .and_then(|(_, value)| DoorSecret::parse(&value))
 }
 
-/// `GET /door?s=SECRET`: the scanner, ready for the first code.
+/// The cookie that carries a staff link's secret to the scanner.
+const DOOR_COOKIE: &str = "stampede_door";
+/// How long a scanner stays open without its link again: a door shift.
+const DOOR_COOKIE_SECS: i64 = 12 * 3600;
+
+/// The secret of the request: the cookie, or a form field from a scanner
+/// page served before the cookie existed.
+fn secret_of(headers: &HeaderMap, fields: Option<&FormFields>) -> Option<DoorSecret> {
+    queue::cookie(headers, DOOR_COOKIE)
+        .and_then(DoorSecret::parse)
+        .or_else(|| fields.and_then(|f| DoorSecret::parse(f.get("s"))))
+}
+
+/// `GET /door?s=SECRET`: a live link's secret into the cookie, and on to
+/// `GET /door`, the scanner, ready for the first code.
 pub async fn scanner(
     State(state): State<AppState>,
     ctx: PageContext,
     RawQuery(query): RawQuery,
-) -> Result<Markup, AppError> {
-    let secret = secret_in_query(query.as_deref());
-    let door = links::open(&state.db, secret.as_ref(), state.clock.now()).await?;
-    let secret = secret.ok_or(AppError::NotFound)?;
-    Ok(views::door::scanner(&ctx, &door, &secret, None, "", None))
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
+    let now = state.clock.now();
+    if let Some(secret) = secret_in_query(query.as_deref()) {
+        links::open(&state.db, Some(&secret), now).await?;
+        let cookie = HeaderValue::from_str(&format!(
+            "{DOOR_COOKIE}={}; Path=/door; Max-Age={DOOR_COOKIE_SECS}; HttpOnly; SameSite=Lax{}",
+            secret.as_str(),
+            if state.secure_cookies { "; Secure" } else { "" },
+        ))
+        .map_err(AppError::internal)?;
+        let mut response = Redirect::to("/door").into_response();
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+        return Ok(response);
+    }
+    let secret = secret_of(&headers, None);
+    let door = links::open(&state.db, secret.as_ref(), now).await?;
+    Ok(views::door::scanner(&ctx, &door, None, "", None).into_response())
 }
 
 /// `POST /door`: redeem the typed (or scanned) code; the answer is shown
@@ -47,16 +77,16 @@ pub async fn scanner(
 pub async fn scan(
     State(state): State<AppState>,
     ctx: PageContext,
+    headers: HeaderMap,
     fields: FormFields,
 ) -> Result<Response, AppError> {
     let now = state.clock.now();
-    let secret = DoorSecret::parse(fields.get("s"));
+    let secret = secret_of(&headers, Some(&fields));
     let door = links::open(&state.db, secret.as_ref(), now).await?;
-    let secret = secret.ok_or(AppError::NotFound)?;
     let typed = fields.get("code");
     let refuse = |err: AppError| {
         let error = FormError::from_app(&err);
-        let page = views::door::scanner(&ctx, &door, &secret, None, typed, Some(&error));
+        let page = views::door::scanner(&ctx, &door, None, typed, Some(&error));
         (err.status(), page).into_response()
     };
     let parsed: Result<(TicketCode, ScanNonce), InvalidField> = (|| {
@@ -77,7 +107,7 @@ pub async fn scan(
     };
     match checkin::redeem(&state.db, now, &scan).await {
         Ok(answer) => {
-            Ok(views::door::scanner(&ctx, &door, &secret, Some(&answer), "", None).into_response())
+            Ok(views::door::scanner(&ctx, &door, Some(&answer), "", None).into_response())
         }
         Err(err @ AppError::NonceReused) => Ok(refuse(err)),
         Err(err) => Err(err),

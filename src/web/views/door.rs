@@ -21,7 +21,6 @@ use crate::{
 pub fn scanner(
     ctx: &PageContext,
     door: &OpenDoor,
-    secret: &DoorSecret,
     answer: Option<&Answer>,
     typed: &str,
     error: Option<&FormError>,
@@ -36,7 +35,6 @@ pub fn scanner(
                 @if let Some(answer) = answer { (result(answer)) }
                 form.card.door-scan #scan method="post" action="/door" data-once {
                     (csrf_field(ctx))
-                    input type="hidden" name="s" value=(secret.as_str());
                     input type="hidden" name="nonce" value=(ScanNonce::generate().as_str());
                     (error_notice(error))
                     label for="code" { "Ticket code" }

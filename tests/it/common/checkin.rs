@@ -60,10 +60,20 @@ pub async fn door_link_id(pool: &PgPool, secret: &str) -> Uuid {
         .unwrap()
 }
 
-/// A scan on the scanner page: the form post with a nonce.
+/// A scan on the scanner page: the form post with a nonce, and the door
+/// cookie the staff link left (with the CSRF cookie).
 pub async fn door_scan(app: &TestApp, secret: &str, code: &str, nonce: &str) -> Response {
-    app.post_form("/door", &[("s", secret), ("code", code), ("nonce", nonce)])
+    app.client
+        .post(app.url("/door"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header(
+            "cookie",
+            format!("{}; stampede_door={secret}", super::forms::csrf_cookie()),
+        )
+        .body(super::forms::form_body(&[("code", code), ("nonce", nonce)]))
+        .send()
         .await
+        .unwrap()
 }
 
 /// The reason code a scanner page shows (`data-result`), if it shows one.

@@ -199,7 +199,7 @@ async fn every_check_in_route_refuses_a_missing_token_another_organizer_and_a_de
                 .status()
         }
     };
-    assert_eq!(scanner(secret.clone()).await, StatusCode::OK);
+    assert_eq!(scanner(secret.clone()).await, StatusCode::SEE_OTHER);
     for bad in ["", "short", &"A".repeat(43)] {
         assert_eq!(
             scanner(bad.to_owned()).await,

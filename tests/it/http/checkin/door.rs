@@ -30,17 +30,45 @@ async fn a_staff_link_lets_a_door_redeem_each_code_once_and_a_resubmit_gets_the_
         .unwrap();
     assert_eq!(stored, Sha256::digest(secret.as_bytes()).to_vec());
 
-    // No account: the link alone opens the scanner.
+    // No account: the link alone opens the scanner. Its secret goes into
+    // a cookie for `/door` at once, and the scanner's own address and page
+    // carry it nowhere (proxies log query strings).
+    let link = app
+        .client
+        .get(app.url(&format!("/door?s={secret}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(link.status(), StatusCode::SEE_OTHER);
+    assert_eq!(link.headers()["location"], "/door");
+    let cookie = link.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.starts_with(&format!("stampede_door={secret};")),
+        "{cookie}"
+    );
+    for attribute in ["Path=/door", "HttpOnly", "SameSite=Lax"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
     let scanner = page(
         app.client
-            .get(app.url(&format!("/door?s={secret}")))
+            .get(app.url("/door"))
+            .header("cookie", format!("stampede_door={secret}"))
             .send()
             .await
             .unwrap(),
     )
     .await;
     assert!(scanner.contains("Door: North gate"), "{scanner}");
+    assert!(!scanner.contains(&secret), "the page carries the secret");
     assert_eq!(result_on_page(&scanner), None);
+    // A scanner page from before the cookie (the secret in its form) still scans.
+    let old_form = app
+        .post_form(
+            "/door",
+            &[("s", &secret), ("code", "NOSUCHCODE"), ("nonce", &nonce())],
+        )
+        .await;
+    assert_eq!(old_form.status(), StatusCode::OK);
 
     let first = nonce();
     let ok = page(door_scan(&app, &secret, &codes[0], &first).await).await;
