@@ -44,6 +44,18 @@ pub struct LimitArgs {
     )]
     pub max_connections_per_ip: usize,
 
+    /// Open connections in all; past it, new connections are served for
+    /// `/healthz` and `/readyz` only, from a small reserve of descriptors
+    /// (anything else 503). 0: the open-file limit less 256 descriptors (or
+    /// a sixteenth of it, if more).
+    #[arg(
+        long,
+        env = "STAMPEDE_MAX_CONNECTIONS",
+        default_value_t = 0,
+        global = true
+    )]
+    pub max_connections: usize,
+
     /// Seconds a request head may take from its first byte to its end.
     #[arg(
         long,

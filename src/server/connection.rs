@@ -37,6 +37,23 @@ pub(super) struct Deadlines {
     pub stalled: Duration,
 }
 
+impl Deadlines {
+    /// A connection's; of the reserve (`super::reserve`), shorter: a probe
+    /// sends its head at once, so a client that idles there gives its seat
+    /// back quickly.
+    pub(super) fn of(self, reserve: bool) -> Self {
+        if !reserve {
+            return self;
+        }
+        let short = Duration::from_secs(2);
+        Self {
+            header_read: self.header_read.min(short),
+            idle: self.idle.min(short),
+            stalled: self.stalled,
+        }
+    }
+}
+
 /// Why the watchdog closed a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Expired {
@@ -227,6 +244,9 @@ pub(super) struct ConnService {
     pub router: Router,
     pub peer: SocketAddr,
     pub activity: Arc<Activity>,
+    /// A connection of the descriptor reserve (`super::reserve`): health
+    /// checks only, each answer closing it.
+    pub health_only: bool,
 }
 
 type ResponseFuture =
@@ -238,12 +258,30 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
     type Future = ResponseFuture;
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
+        if self.health_only && !super::reserve::is_health_check(request.uri().path()) {
+            let open = self.activity.request_started();
+            let busy =
+                crate::web::error::refuse(request.uri(), &crate::error::AppError::Overloaded);
+            let mut response = busy.map(|body| TrackedBody { body, _open: open });
+            response.headers_mut().insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
+            return Box::pin(async move { Ok(response) });
+        }
+        let health_only = self.health_only;
         let open = self.activity.request_started();
         let mut request = request.map(Body::new);
         request.extensions_mut().insert(ConnectInfo(self.peer));
         let response = self.router.clone().oneshot(request);
         Box::pin(async move {
-            let response = response.await?;
+            let mut response = response.await?;
+            if health_only {
+                response.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+            }
             Ok(response.map(|body| TrackedBody { body, _open: open }))
         })
     }

@@ -8,6 +8,7 @@
 
 mod connection;
 mod descriptors;
+mod reserve;
 
 use std::{future::Future, sync::Arc, time::Duration};
 
@@ -44,6 +45,9 @@ pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 pub struct ConnLimits {
     /// Open connections per client address (IPv6: per /64); 0 = no cap.
     pub max_connections_per_ip: usize,
+    /// Open connections in all, past which only health checks are served
+    /// (from a small reserve); 0 = the open-file limit less a reserve.
+    pub max_connections: usize,
     /// A request head must arrive within this of its first byte.
     pub header_read_timeout: Duration,
     /// A connection with no request open is closed after this long quiet.
@@ -57,6 +61,7 @@ impl Default for ConnLimits {
     fn default() -> Self {
         Self {
             max_connections_per_ip: 256,
+            max_connections: 0,
             header_read_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(30),
             request_timeout: Limits::default().request_timeout,
@@ -96,6 +101,7 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     };
     let conn_limits = ConnLimits {
         max_connections_per_ip: args.limits.max_connections_per_ip,
+        max_connections: args.limits.max_connections,
         header_read_timeout: Duration::from_secs(args.limits.header_read_timeout_secs),
         idle_timeout: Duration::from_secs(args.limits.idle_timeout_secs),
         request_timeout,
@@ -280,6 +286,7 @@ pub async fn serve(
         .header_read_timeout(limits.idle_timeout + limits.header_read_timeout)
         .max_buf_size(MAX_HEAD_BYTES);
     let per_ip = PerClient::new(limits.max_connections_per_ip);
+    let seats = reserve::Seats::new(limits.max_connections);
     let deadlines = limits.deadlines();
     let graceful = GracefulShutdown::new();
     let mut accept_errors = descriptors::AcceptErrors::new();
@@ -305,14 +312,20 @@ pub async fn serve(
             descriptors::refuse(stream, "Too many connections from your address.").await;
             continue;
         };
+        // Past the site's cap, the reserve: health checks only.
+        let Some((seat, health_only)) = seats.take() else {
+            descriptors::refuse(stream, "Stampede is very busy right now; please try again.").await;
+            continue;
+        };
         if let Err(err) = stream.set_nodelay(true) {
             tracing::debug!(%err, "cannot set TCP_NODELAY");
         }
-        let activity = Activity::new(deadlines);
+        let activity = Activity::new(deadlines.of(health_only));
         let service = ConnService {
             router: app.clone(),
             peer,
             activity: activity.clone(),
+            health_only,
         };
         let io = TokioIo::new(Metered::new(stream, activity.clone()));
         let connection = graceful.watch(builder.serve_connection(io, service));
@@ -327,7 +340,7 @@ pub async fn serve(
                     tracing::debug!(%peer, ?why, "closed a connection past its deadline");
                 }
             }
-            drop(slot);
+            drop((slot, seat));
         });
     }
     drop(listener);

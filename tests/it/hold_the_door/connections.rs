@@ -328,3 +328,87 @@ async fn failed_log_ins_leave_resident_memory_bounded(_: PgPoolOptions, connect:
     }
     server.stop();
 }
+
+/// Issue 34, "also seen": past the connection cap the balancer's probes
+/// still get in. The site's connections are capped below the open-file
+/// limit (`--max-connections`); past it, a small reserve serves `/healthz`
+/// and `/readyz` only (anything else 503), and a reserve connection that
+/// idles is closed within seconds, so idle clients cannot keep it.
+#[sqlx::test]
+async fn past_the_connection_cap_health_checks_are_still_answered(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let args = ["--max-connections=8", "--max-connections-per-ip=16"];
+    let (pool, tt, server) = event_and_server(&connect, &args, None).await;
+    // Eight idle connections take every seat of the site.
+    let held = connections(&server, loopback(40), 8, b"").await;
+    let probe = client_from(loopback(41));
+    for path in ["/healthz", "/readyz"] {
+        let answer = timeout(SUCCEEDS_WITHIN, probe.get(server.url(path)).send())
+            .await
+            .expect("answered")
+            .unwrap();
+        assert_eq!(answer.status(), 200, "{path}");
+        assert_eq!(answer.headers()["connection"], "close", "{path}");
+    }
+    let page = timeout(SUCCEEDS_WITHIN, probe.get(server.url("/")).send())
+        .await
+        .expect("answered")
+        .unwrap();
+    assert_eq!(page.status(), 503);
+    // An idle connection in the reserve is closed within seconds.
+    let mut idle = connections(&server, loopback(42), 1, b"").await;
+    let ends = endings(&mut idle, CLOSES_WITHIN).await;
+    assert!(ends.iter().all(|e| e.closed), "{ends:?}");
+
+    // The held connections go: the site serves again.
+    drop(held);
+    let mut served = false;
+    for _ in 0..100 {
+        let page = probe.get(server.url("/")).send().await;
+        if page.is_ok_and(|r| r.status() == 200) {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(served, "the site serves again once seats are free");
+    others_are_served(&server, tt, "buyer@example.org").await;
+    server.stop();
+    pool.close().await;
+}
+
+/// The same with the open-file limit as the only cap: ten addresses open
+/// 160 idle connections against a limit of 160 descriptors. Before, they
+/// took every descriptor and the balancer's probes failed until the idle
+/// timeout; now the site stops short of the limit, the reserve's idlers are
+/// closed within seconds, and the probes are answered.
+#[sqlx::test]
+async fn many_addresses_cannot_take_the_descriptors_health_checks_need(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let args = ["--max-connections-per-ip=16", "--idle-timeout-secs=60"];
+    let (pool, _tt, server) = event_and_server(&connect, &args, Some(160)).await;
+    let mut held = Vec::new();
+    for n in 50..60 {
+        held.extend(connections(&server, loopback(n), 16, b"").await);
+    }
+    let probe = client_from(loopback(61));
+    let mut answered = 0;
+    for _ in 0..100 {
+        let health = timeout(SUCCEEDS_WITHIN, probe.get(server.url("/healthz")).send()).await;
+        if health.is_ok_and(|r| r.is_ok_and(|r| r.status() == 200)) {
+            answered += 1;
+            if answered == 3 {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(answered, 3, "probes are answered while the idlers stay");
+    drop(held);
+    server.stop();
+    pool.close().await;
+}
