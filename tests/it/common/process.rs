@@ -73,7 +73,12 @@ impl ServerProcess {
         };
         let client = reqwest::Client::new();
         for _ in 0..200 {
-            let health = client.get(server.url("/healthz")).send().await;
+            // `connection: close`: no idle connection of ours outlives start-up.
+            let health = client
+                .get(server.url("/healthz"))
+                .header("connection", "close")
+                .send()
+                .await;
             if health.is_ok_and(|r| r.status().is_success()) {
                 return server;
             }

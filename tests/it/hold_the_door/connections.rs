@@ -342,7 +342,33 @@ async fn past_the_connection_cap_health_checks_are_still_answered(
     let args = ["--max-connections=8", "--max-connections-per-ip=16"];
     let (pool, tt, server) = event_and_server(&connect, &args, None).await;
     // Eight idle connections take every seat of the site.
-    let held = connections(&server, loopback(40), 8, b"").await;
+    // Eight idle connections take every seat of the site. Each asks once
+    // for /healthz, so that it is known to hold a seat of the site (the
+    // reserve's answer closes): the kernel completes a connect before the
+    // server accepts it, and the start-up probe's connection may still hold
+    // a seat for a moment.
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        if held.len() == 8 {
+            break;
+        }
+        let mut stream = connect_from(loopback(40), server.addr).await;
+        let ask = "GET /healthz HTTP/1.1\r\nhost: stampede\r\n\r\n";
+        send(&mut stream, ask.as_bytes()).await;
+        if response_head(&mut stream)
+            .await
+            .contains("connection: close")
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        } else {
+            held.push(stream);
+        }
+    }
+    assert_eq!(
+        held.len(),
+        8,
+        "eight idle connections hold the site's seats"
+    );
     let probe = client_from(loopback(41));
     for path in ["/healthz", "/readyz"] {
         let answer = timeout(SUCCEEDS_WITHIN, probe.get(server.url(path)).send())
@@ -411,4 +437,22 @@ async fn many_addresses_cannot_take_the_descriptors_health_checks_need(
     drop(held);
     server.stop();
     pool.close().await;
+}
+
+/// The head of the next response on `stream`, lower-cased.
+async fn response_head(stream: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0_u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let read = timeout(
+            SUCCEEDS_WITHIN,
+            tokio::io::AsyncReadExt::read(stream, &mut byte),
+        )
+        .await;
+        match read.expect("a response within the limit").unwrap() {
+            0 => break,
+            _ => head.push(byte[0]),
+        }
+    }
+    String::from_utf8_lossy(&head).to_lowercase()
 }
