@@ -83,6 +83,11 @@ pub enum AppError {
     RequestTimeout,
     #[error("Stampede is very busy right now; please try again in a moment.")]
     Overloaded,
+    // Paid tickets (src/payments): Stripe did not answer, or is not connected.
+    #[error("Payment is not available right now; please try again in a moment.")]
+    PaymentUnavailable,
+    #[error("This webhook's signature is not valid.")]
+    BadSignature,
     // The waiting room (src/waiting_room): purchases of a queued event need a pass.
     #[error("This event has a waiting room: join the queue, and buy once you are let in.")]
     PassRequired,
@@ -146,7 +151,8 @@ impl AppError {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Overloaded | Self::PaymentUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::BadSignature => StatusCode::BAD_REQUEST,
             Self::PassRequired | Self::PassExpired | Self::PassInvalid | Self::PassSpent => {
                 StatusCode::FORBIDDEN
             }
@@ -190,6 +196,8 @@ impl AppError {
             Self::PayloadTooLarge => "payload_too_large",
             Self::RequestTimeout => "request_timeout",
             Self::Overloaded => "overloaded",
+            Self::PaymentUnavailable => "payment_unavailable",
+            Self::BadSignature => "bad_signature",
             Self::PassRequired => "pass_required",
             Self::PassExpired => "pass_expired",
             Self::PassInvalid => "pass_invalid",

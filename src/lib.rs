@@ -25,6 +25,7 @@ pub mod error;
 pub mod mail;
 pub mod metric_handles;
 pub mod outbox;
+pub mod payments;
 pub mod sale;
 pub mod server;
 pub mod telemetry;

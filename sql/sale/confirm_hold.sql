@@ -3,8 +3,11 @@ WITH confirmed AS (
     -- leaves it cancelled, and this re-checks the status and matches nothing.
     UPDATE orders o SET status = 'confirmed', confirmed_at = $3
     FROM ticket_types t
+    -- An order with a price is confirmed by its payment only (src/payments/).
     WHERE o.id = $1 AND o.confirm_token_hash = $2 AND o.status = 'held'
       AND o.hold_expires_at > $3 AND t.id = o.ticket_type_id
+      AND NOT (o.unit_price_minor > 0
+               AND EXISTS (SELECT 1 FROM events e WHERE e.id = t.event_id AND e.payment = 'stripe'))
     RETURNING o.id, o.ticket_type_id, t.event_id, o.email, o.quantity, o.status, o.confirmed_at
 ), seats AS (
     INSERT INTO tickets (order_id, position)

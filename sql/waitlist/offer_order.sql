@@ -1,14 +1,17 @@
 WITH entry AS (
     SELECT w.id, w.email, w.buyer_key, w.token_hash, t.id AS ticket_type_id, t.event_id,
-           t.price_minor, t.currency, e.hold_seconds
+           t.price_minor, t.currency,
+           CASE WHEN t.price_minor > 0 AND e.payment = 'stripe' THEN e.pay_seconds
+                ELSE e.hold_seconds END AS hold_seconds
     FROM waitlist_entries w
     JOIN ticket_types t ON t.id = w.ticket_type_id
     JOIN events e ON e.id = t.event_id
     WHERE w.id = $1 AND w.status = 'waiting'
 ), new_order AS (
     -- Held for the event's hold time (10 minutes if its orders are
-    -- confirmed at once); the place's token confirms it, or releases it
-    -- (as its cancel secret).
+    -- confirmed at once; its time to pay for a ticket with a price); the
+    -- place's token confirms it (or, with a price, opens its pay page), or
+    -- releases it (as its cancel secret).
     INSERT INTO orders (ticket_type_id, email, quantity, idempotency_key, unit_price_minor, currency,
                         buyer_key, status, hold_expires_at, confirm_token_hash, cancel_secret_hash)
     SELECT en.ticket_type_id, en.email, $2, 'waitlist:' || en.id::text, en.price_minor, en.currency,

@@ -4,12 +4,14 @@
 mod database;
 mod limits;
 mod outbox;
+mod payments;
 mod sale;
 mod serve;
 
 pub use database::{DatabaseArgs, connect_options, connect_pool, ensure_database, migrate};
 pub use limits::{LimitArgs, QuotaArgs, RateArgs};
 pub use outbox::{OutboxArgs, WebhookArgs};
+pub use payments::PaymentArgs;
 pub use sale::SaleArgs;
 pub use serve::ServeArgs;
 

@@ -4,7 +4,9 @@
 
 use std::net::SocketAddr;
 
-use super::{DatabaseArgs, LimitArgs, OutboxArgs, QuotaArgs, RateArgs, SaleArgs, WebhookArgs};
+use super::{
+    DatabaseArgs, LimitArgs, OutboxArgs, PaymentArgs, QuotaArgs, RateArgs, SaleArgs, WebhookArgs,
+};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -137,4 +139,7 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub webhooks: WebhookArgs,
+
+    #[command(flatten)]
+    pub payments: PaymentArgs,
 }

@@ -7,13 +7,38 @@ pub fn format_price(minor: i64, currency: &str) -> String {
     if minor == 0 {
         "Free".into()
     } else {
-        format!("{}.{:02} {currency}", minor / 100, minor % 100)
+        format!("{} {currency}", decimal_price(minor, currency))
     }
 }
 
-/// Minor units as the organizer form shows them: "12.50".
-pub fn decimal_price(minor: i64) -> String {
-    format!("{}.{:02}", minor / 100, minor % 100)
+/// Decimal places of a currency's minor unit, as ISO 4217 and Stripe count
+/// them: none for the yen, the won and the other zero-decimal currencies,
+/// three for the dinars and rials that have them, else two.
+pub fn minor_digits(currency: &str) -> u32 {
+    const ZERO: [&str; 16] = [
+        "BIF", "CLP", "DJF", "GNF", "JPY", "KMF", "KRW", "MGA", "PYG", "RWF", "UGX", "VND", "VUV",
+        "XAF", "XOF", "XPF",
+    ];
+    const THREE: [&str; 5] = ["BHD", "JOD", "KWD", "OMR", "TND"];
+    if ZERO.contains(&currency) {
+        0
+    } else if THREE.contains(&currency) {
+        3
+    } else {
+        2
+    }
+}
+
+/// Minor units as the organizer form shows them: "12.50" (EUR), "2500"
+/// (JPY), "25.500" (KWD).
+pub fn decimal_price(minor: i64, currency: &str) -> String {
+    let digits = minor_digits(currency);
+    if digits == 0 {
+        return minor.to_string();
+    }
+    let unit = 10_i64.pow(digits);
+    let width = digits as usize;
+    format!("{}.{:0width$}", minor / unit, minor % unit)
 }
 
 /// "Mon 1 Mar 2027, 19:30 UTC".
@@ -40,10 +65,15 @@ mod tests {
     fn formats_decimal_prices_and_small_amounts() {
         assert_eq!(format_price(7, "EUR"), "0.07 EUR");
         assert_eq!(format_price(100_000_000, "USD"), "1000000.00 USD");
-        assert_eq!(decimal_price(1250), "12.50");
-        assert_eq!(decimal_price(7), "0.07");
-        assert_eq!(decimal_price(0), "0.00");
-        assert_eq!(decimal_price(1999), "19.99");
+        assert_eq!(decimal_price(1250, "EUR"), "12.50");
+        assert_eq!(decimal_price(7, "EUR"), "0.07");
+        assert_eq!(decimal_price(0, "EUR"), "0.00");
+        assert_eq!(decimal_price(1999, "EUR"), "19.99");
+        assert_eq!(decimal_price(2500, "JPY"), "2500");
+        assert_eq!(decimal_price(25_500, "KWD"), "25.500");
+        assert_eq!(decimal_price(7, "KWD"), "0.007");
+        assert_eq!(format_price(2500, "JPY"), "2500 JPY");
+        assert_eq!(format_price(25_500, "KWD"), "25.500 KWD");
     }
 
     #[test]

@@ -64,6 +64,9 @@ pub struct Quotas {
     pub total_capacity: i64,
     /// Presale codes of one event (checked with the event's row locked).
     pub presale_codes_per_event: i64,
+    /// Whether Stripe is connected: without, an event whose tickets have a
+    /// price paid through Stripe cannot be published.
+    pub stripe_connected: bool,
 }
 
 impl Default for Quotas {
@@ -73,6 +76,7 @@ impl Default for Quotas {
             ticket_types_per_event: super::MAX_TICKET_TYPES as i64,
             total_capacity: 1_000_000,
             presale_codes_per_event: 10_000,
+            stripe_connected: false,
         }
     }
 }
@@ -112,6 +116,7 @@ mod tests {
                 ticket_types_per_event: 20,
                 total_capacity: 1_000_000,
                 presale_codes_per_event: 10_000,
+                stripe_connected: false,
             }
         );
     }

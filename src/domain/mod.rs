@@ -36,8 +36,9 @@ pub use client_key::ClientKey;
 pub use confirm::{ConfirmKey, ConfirmToken, MIN_CONFIRM_KEY_CHARS};
 pub use email::Email;
 pub use event::{
-    DEFAULT_HOLD_MINUTES, EventInput, MAX_HOLD_MINUTES, MAX_TICKET_TYPES, NewEvent, NewTicketType,
-    TicketTypeInput, hold_minutes_text, parse_datetime,
+    DEFAULT_HOLD_MINUTES, DEFAULT_PAY_MINUTES, EventInput, MAX_HOLD_MINUTES, MAX_PAY_MINUTES,
+    MAX_TICKET_TYPES, MIN_PAY_MINUTES, NewEvent, NewTicketType, TicketTypeInput, hold_minutes_text,
+    parse_datetime, payment_text,
 };
 pub use format::{decimal_price, format_price, format_time};
 pub use idempotency::{CancelSecret, IdempotencyKey, MAX_KEY_CHARS, MIN_KEY_CHARS};

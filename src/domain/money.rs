@@ -24,7 +24,8 @@ impl Currency {
     }
 }
 
-/// A price in minor units (cents). Stampede assumes two decimal places.
+/// A price in minor units: cents, or yen (no decimals), or fils (three);
+/// see [`super::format::minor_digits`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Money {
     pub minor: i64,
@@ -49,18 +50,32 @@ impl Money {
     pub fn parse_decimal(raw: &str, currency: Currency) -> Result<Self, String> {
         let raw = raw.trim();
         let bad = || format!("\"{raw}\" is not a price such as 12.50.");
+        let digits = super::format::minor_digits(currency.as_str());
         let (whole, frac) = raw.split_once('.').unwrap_or((raw, ""));
+        if digits == 0 && raw.contains('.') {
+            return Err(format!(
+                "\"{raw}\" is not a price in {}, which has no decimals.",
+                currency.as_str()
+            ));
+        }
         if whole.is_empty()
             || whole.len() > 9
-            || frac.len() > 2
+            || frac.len() > digits as usize
             || !whole.bytes().all(|b| b.is_ascii_digit())
             || !frac.bytes().all(|b| b.is_ascii_digit())
         {
             return Err(bad());
         }
         let whole: i64 = whole.parse().map_err(|_| bad())?;
-        let frac: i64 = format!("{frac:0<2}").parse().map_err(|_| bad())?;
-        Self::from_minor(whole * 100 + frac, currency)
+        let unit = 10_i64.pow(digits);
+        let frac: i64 = if digits == 0 {
+            0
+        } else {
+            format!("{frac:0<width$}", width = digits as usize)
+                .parse()
+                .map_err(|_| bad())?
+        };
+        Self::from_minor(whole * unit + frac, currency)
     }
 }
 
@@ -86,6 +101,17 @@ mod tests {
         for raw in ["", "-1", "1.234", "abc", "1,50", ".5", "99999999999"] {
             assert!(Money::parse_decimal(raw, eur()).is_err(), "{raw:?}");
         }
+    }
+
+    #[test]
+    fn zero_and_three_decimal_currencies_parse_in_their_own_minor_units() {
+        let jpy = || Currency::parse("JPY").unwrap();
+        let kwd = || Currency::parse("KWD").unwrap();
+        assert_eq!(Money::parse_decimal("2500", jpy()).unwrap().minor, 2500);
+        assert!(Money::parse_decimal("25.00", jpy()).is_err());
+        assert_eq!(Money::parse_decimal("25.5", kwd()).unwrap().minor, 25_500);
+        assert_eq!(Money::parse_decimal("0.007", kwd()).unwrap().minor, 7);
+        assert!(Money::parse_decimal("0.0071", kwd()).is_err());
     }
 
     #[test]

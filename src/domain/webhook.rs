@@ -8,9 +8,9 @@ use url::{Host, Url};
 
 use super::{InvalidField, Lines, is_public, refuse_control};
 
-/// The outbox's message types (migrations/0008_outbox.sql, 0016_holds.sql),
-/// the ones an endpoint can ask for.
-pub const WEBHOOK_EVENT_TYPES: [&str; 7] = [
+/// The outbox's message types (migrations/0008_outbox.sql, 0016_holds.sql,
+/// 0024_payments.sql), the ones an endpoint can ask for.
+pub const WEBHOOK_EVENT_TYPES: [&str; 9] = [
     "order.created",
     "order.confirmed",
     "order.expired",
@@ -18,6 +18,8 @@ pub const WEBHOOK_EVENT_TYPES: [&str; 7] = [
     "event.cancelled",
     "ticket_type.sold_out",
     "ticket_type.available_again",
+    "order.paid",
+    "order.refunded",
 ];
 
 pub const MAX_WEBHOOK_URL_CHARS: usize = 2048;

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::MailSettings;
 use crate::{
     db::outbox::OutboxRow,
-    domain::{ConfirmKey, OrderId, WaitlistEntryId, format_time},
+    domain::{ConfirmKey, OrderId, WaitlistEntryId, format_price, format_time},
 };
 
 /// A mail that an outbox row asks for.
@@ -31,9 +31,19 @@ enum About {
         order_id: OrderId,
         hold_expires_at: Option<OffsetDateTime>,
         offer_to: Option<WaitlistEntryId>,
+        /// Its tickets have a price ...
+        priced: bool,
+        /// ... that Stripe takes: the link leads to the payment.
+        pays: bool,
     },
     /// A new place on a waiting list: the link confirms the address.
     Place { entry_id: WaitlistEntryId },
+    /// A payment given back in full, and why.
+    Refund {
+        order_id: OrderId,
+        amount: String,
+        reason: String,
+    },
 }
 
 fn entry_id_in(payload: &serde_json::Value) -> Option<WaitlistEntryId> {
@@ -53,9 +63,23 @@ pub(super) fn mail_of(row: &OutboxRow) -> Option<Mail> {
                     OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok()
                 }),
             offer_to: entry_id_in(&row.payload),
+            priced: row
+                .payload
+                .get("unit_price_minor")
+                .and_then(serde_json::Value::as_i64)
+                .is_some_and(|price| price > 0),
+            pays: false,
         },
         "waitlist.joined" => About::Place {
             entry_id: entry_id_in(&row.payload)?,
+        },
+        "order.refunded" => About::Refund {
+            order_id: OrderId::from(row.order_id?),
+            amount: format_price(
+                row.payload.get("amount_minor")?.as_i64()?,
+                row.payload.get("currency")?.as_str()?,
+            ),
+            reason: row.payload.get("reason")?.as_str()?.to_owned(),
         },
         _ => return None,
     };
@@ -86,12 +110,25 @@ impl Mail {
                 "{public_url}/waiting-list/{entry_id}/confirm?t={}",
                 key.waitlist_token(*entry_id).as_str()
             ),
+            About::Refund { order_id, .. } => format!("{public_url}/orders/{order_id}"),
+        }
+    }
+
+    /// A held order whose tickets have a price: who takes it decides the
+    /// words ([`Self::set_paid_through_stripe`]).
+    pub(super) fn is_priced_hold(&self) -> bool {
+        matches!(self.about, About::Hold { priced: true, .. })
+    }
+
+    pub(super) fn set_paid_through_stripe(&mut self, takes_payment: bool) {
+        if let About::Hold { pays, .. } = &mut self.about {
+            *pays = takes_payment;
         }
     }
 
     pub(super) fn order_id(&self) -> Option<OrderId> {
         match self.about {
-            About::Hold { order_id, .. } => Some(order_id),
+            About::Hold { order_id, .. } | About::Refund { order_id, .. } => Some(order_id),
             About::Place { .. } => None,
         }
     }
@@ -100,6 +137,7 @@ impl Mail {
         match self.about {
             About::Hold { offer_to, .. } => offer_to,
             About::Place { entry_id } => Some(entry_id),
+            About::Refund { .. } => None,
         }
     }
 
@@ -109,6 +147,7 @@ impl Mail {
             About::Hold {
                 hold_expires_at,
                 offer_to,
+                pays,
                 ..
             } => {
                 let until = hold_expires_at
@@ -126,16 +165,41 @@ impl Mail {
                         ),
                     )
                 } else {
+                    // With a price that Stripe takes, the link leads to the
+                    // pay page (`web::pages::confirm_page`).
+                    let paying = if *pays {
+                        " Pay for them to confirm your order: the link leads to the payment."
+                    } else {
+                        ""
+                    };
                     (
                         "Confirm your tickets",
                         format!(
-                            "Your tickets are held for you. Confirm your order{until} to get them:\n\n\
+                            "Your tickets are held for you.{paying} Confirm your order{until} to get them:\n\n\
                              {link}\n\n\
                              If you did not order tickets, ignore this mail: the hold ends by itself \
                              and nothing is charged.\n"
                         ),
                     )
                 }
+            }
+            About::Refund { amount, reason, .. } => {
+                let why = match reason.as_str() {
+                    "late_sold_out" => {
+                        "Your payment reached us after your hold had ended, and the tickets had \
+                         gone to other buyers meanwhile, so there is no ticket for it."
+                    }
+                    "event_cancelled" => "The organizer cancelled the event.",
+                    _ => "Your order was cancelled.",
+                };
+                (
+                    "Your payment was refunded",
+                    format!(
+                        "{why} We have refunded your payment of {amount} in full to the card \
+                         you paid with; your bank shows it within a few days.\n\n\
+                         Your order: {link}\n"
+                    ),
+                )
             }
             About::Place { .. } => (
                 "Confirm your place on the waiting list",

@@ -201,9 +201,14 @@ async fn handle(
     row: &OutboxRow,
     failed: &AtomicBool,
 ) -> Result<(), RoundError> {
-    let Some(mail) = mail_of(row) else {
+    let Some(mut mail) = mail_of(row) else {
         return Ok(());
     };
+    if let Some(order_id) = mail.order_id().filter(|_| mail.is_priced_hold()) {
+        // Whether Stripe takes its price: then the link leads to paying.
+        let pays = crate::payments::state::takes_payment(db, order_id).await?;
+        mail.set_paid_through_stripe(pays);
+    }
     if failed.load(Ordering::Relaxed) {
         return Err(RoundError::Postponed);
     }

@@ -111,6 +111,7 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         ticket_types_per_event: args.quotas.quota_ticket_types_per_event,
         total_capacity: args.quotas.quota_total_capacity,
         presale_codes_per_event: args.quotas.quota_presale_codes_per_event,
+        stripe_connected: false,
     };
     let batches = EngineSettings {
         max_batch: args.sale.batch_max as usize,
@@ -177,6 +178,11 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         .with_secure_cookies(args.secure_cookies)
         .with_quotas(quotas)
         .with_list_cache_ttl(Duration::from_millis(args.list_cache_ms));
+    let payments = crate::payments::Payments::from_args(&args.payments)?;
+    let state = match payments.clone() {
+        Some(payments) => state.with_payments(payments),
+        None => state,
+    };
     let relay = match &args.outbox.amqp_url {
         Some(url) => {
             let settings = relay_settings(url, args)?;
@@ -199,6 +205,7 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     let webhooks =
         webhooks::spawn(pool.clone(), webhook_settings).context("building the webhook client")?;
     let app = crate::app(state);
+    let payer = payments.map(|payments| crate::payments::spawn(pool.clone(), payments));
     // Every instance runs one; one at a time admits (see waiting_room::tick).
     let admitter = waiting_room::spawn_admitter(pool.clone());
     // Every instance sweeps expired holds; SKIP LOCKED shares the work.
@@ -232,6 +239,10 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     }
     // An attempt cut short is retried when its lease ends.
     webhooks.abort();
+    // A refund cut short is looked for at Stripe before it is made again.
+    if let Some(payer) = payer {
+        payer.abort();
+    }
     pool.close().await;
     tracing::info!("stopped");
     Ok(())

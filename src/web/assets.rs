@@ -36,6 +36,11 @@ static ASSETS: &[Asset] = &[
         content_type: "text/javascript; charset=utf-8",
         body: include_bytes!("../../static/door.js"),
     },
+    Asset {
+        name: "pay.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../static/pay.js"),
+    },
 ];
 
 /// FNV-1a of each asset: stable across builds and platforms.

@@ -67,8 +67,10 @@ fn same(a: &str, b: &str) -> bool {
 pub async fn protect(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
     let path = parts.uri.path();
-    let is_page =
-        !(path.starts_with("/api/") || path.starts_with("/static/") || path == "/healthz");
+    let is_page = !(path.starts_with("/api/")
+        || path.starts_with("/static/")
+        || path == "/healthz"
+        || path == "/payments/stripe/webhook");
     let existing = cookie_token(&parts);
     let unsafe_method = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
 

@@ -29,6 +29,9 @@ pub(super) fn add_headers(err: &AppError, response: &mut Response) {
         AppError::Overloaded => {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
+        AppError::PaymentUnavailable => {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
         AppError::TooManyRequests { retry_after_secs } => {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
         }
@@ -54,7 +57,8 @@ pub struct ErrorDetail<'a> {
     /// `idempotency_conflict`, `nonce_conflict`, `already_cancelled`,
     /// `event_started`, `ticket_type_sold`, `last_ticket_type`,
     /// `event_cancelled`, `method_not_allowed`, `payload_too_large`,
-    /// `request_timeout`, `overloaded`, `internal`.
+    /// `request_timeout`, `overloaded`, `payment_unavailable`,
+    /// `bad_signature`, `internal`.
     #[schema(example = "not_found")]
     code: &'static str,
     /// For people; it may change.

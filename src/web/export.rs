@@ -182,7 +182,7 @@ async fn stream_rows(
 }
 
 /// The columns of the CSV export, in order.
-pub const CSV_HEADER: [&str; 9] = [
+pub const CSV_HEADER: [&str; 11] = [
     "order_id",
     "created_at",
     "email",
@@ -192,6 +192,8 @@ pub const CSV_HEADER: [&str; 9] = [
     "currency",
     "status",
     "ticket_codes",
+    "payment",
+    "payment_intent",
 ];
 
 /// A cell that a spreadsheet would run as a formula (or that some treat as
@@ -222,6 +224,8 @@ fn write_row(writer: &mut csv::Writer<Vec<u8>>, row: &ExportRow) -> Result<(), A
         row.currency.clone(),
         row.status.to_string(),
         row.ticket_codes.clone(),
+        row.payment.clone(),
+        row.payment_intent.clone(),
     ];
     writer
         .write_record(cells.iter().map(|cell| neutralise_cell(cell).into_owned()))

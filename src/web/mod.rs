@@ -18,6 +18,7 @@ mod layers;
 pub mod list_cache;
 mod organizer;
 mod pages;
+mod pay;
 pub mod per_client;
 mod presale;
 pub mod purchase_limits;

@@ -287,10 +287,11 @@ pub async fn order(
         secret_hash: secret.as_ref().map(CancelSecret::hash),
         token_hash: token.as_ref().map(ConfirmToken::hash),
     };
-    let (order, context, tickets) = tokio::try_join!(
+    let (order, context, tickets, payment) = tokio::try_join!(
         sale::find_by_id(&state.db, order_id),
         db::orders::context(&state.db, order_id),
-        db::orders::tickets(&state.db, order_id, &proof)
+        db::orders::tickets(&state.db, order_id, &proof),
+        crate::payments::state::of_order(&state.db, order_id)
     )?;
     let order = order.ok_or(AppError::NotFound)?;
     Ok(views::orders::page(
@@ -299,6 +300,7 @@ pub async fn order(
         &context,
         &tickets,
         secret.as_ref(),
+        &payment,
         state.clock.now(),
     ))
 }
@@ -306,15 +308,25 @@ pub async fn order(
 /// `GET /orders/{id}/confirm?t=token`: the link from a held order's mail
 /// opens a page whose button confirms; the GET (and a HEAD, and a mail
 /// scanner's fetch) changes nothing.
+/// An order whose price Stripe takes is confirmed by paying: its link
+/// leads to the pay page.
 pub async fn confirm_page(
+    State(state): State<AppState>,
     ctx: PageContext,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
-) -> Result<Markup, AppError> {
+) -> Result<Response, AppError> {
     let order_id: OrderId = parse_id(&id)?;
     let token = confirm_token_in(&query.unwrap_or_default()).ok_or(AppError::Forbidden(
         "This confirmation link is not valid for this order.",
     ))?;
+    if crate::payments::state::of_order(&state.db, order_id)
+        .await?
+        .takes_payment
+    {
+        let to = format!("/orders/{order_id}/pay?t={}", token.as_str());
+        return Ok(Redirect::to(&to).into_response());
+    }
     Ok(views::mailed_link::page(
         &ctx,
         &views::mailed_link::MailedLink {
@@ -324,7 +336,8 @@ pub async fn confirm_page(
             token: &token,
             button: "Confirm my tickets",
         },
-    ))
+    )
+    .into_response())
 }
 
 /// `POST /orders/{id}/confirm` (the button of `confirm_page`, `t` in the

@@ -21,7 +21,7 @@ use tower_sessions::{Expiry, SessionManagerLayer, cookie::SameSite};
 use super::{
     AppState, MAX_BODY_BYTES, account, admission, api, assets, auth, csrf, dashboard, door, error,
     layers::{self, limited_per_ip, rate_limited, security_headers},
-    organizer, pages, presale, queue, session_store, telemetry, waitlist, webhooks,
+    organizer, pages, pay, presale, queue, session_store, telemetry, waitlist, webhooks,
 };
 use crate::error::AppError;
 
@@ -42,6 +42,10 @@ pub fn app(state: AppState) -> Router {
         .route("/events/{id}/queue/prequeue.json", get(queue::prequeue))
         .route("/orders/{id}", get(pages::order))
         .route("/orders/{id}/cancel", post(pages::cancel))
+        .route("/orders/{id}/pay", get(pay::pay_page))
+        .route("/orders/{id}/paid", get(pay::paid_return))
+        // Stripe's signed events (no CSRF token: the signature is the proof).
+        .route("/payments/stripe/webhook", post(pay::stripe_webhook))
         .route(
             "/orders/{id}/confirm",
             get(pages::confirm_page).post(pages::confirm),

@@ -112,6 +112,8 @@ pub struct Shared {
     pub webhooks_allow_private: bool,
     /// Failed presale code checks per client address and event.
     pub code_guard: CodeGuard,
+    /// Stripe, if connected (`crate::payments`).
+    pub payments: Option<crate::payments::Payments>,
 }
 
 impl AppState {
@@ -156,6 +158,7 @@ impl AppState {
             api_rate: ApiRateLimit::new(Limits::default().api_requests_per_minute),
             webhooks_allow_private: false,
             code_guard: CodeGuard::new(Limits::default().code_failures_per_ip),
+            payments: None,
         }))
     }
 
@@ -166,6 +169,14 @@ impl AppState {
 
     pub fn with_quotas(mut self, quotas: Quotas) -> Self {
         self.shared_mut().quotas = quotas;
+        self
+    }
+
+    /// Paid tickets through Stripe; events that need it may be published.
+    pub fn with_payments(mut self, payments: crate::payments::Payments) -> Self {
+        let shared = self.shared_mut();
+        shared.quotas.stripe_connected = true;
+        shared.payments = Some(payments);
         self
     }
 

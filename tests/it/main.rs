@@ -29,6 +29,7 @@ mod mail;
 mod openapi_fuzz;
 mod outbox;
 mod overload;
+mod payments;
 mod presale;
 mod sale_concurrency;
 mod sale_guards;

@@ -18,6 +18,11 @@ pub struct ExportRow {
     pub status: OrderStatus,
     /// The order's ticket codes in seat order, separated by spaces.
     pub ticket_codes: String,
+    /// Its Stripe payment: `pending`, `paid`, `refunding`, `refunded`,
+    /// `failed`; empty without one.
+    pub payment: String,
+    /// Stripe's PaymentIntent id, if any.
+    pub payment_intent: String,
 }
 
 /// Where a page of the export starts: after this order in
@@ -42,10 +47,15 @@ pub async fn export_page(
         r#"SELECT o.id, o.created_at, o.email, t.name AS ticket_type, o.quantity,
                   o.unit_price_minor, o.currency, o.status AS "status: OrderStatus",
                   COALESCE((SELECT string_agg(k.code, ' ' ORDER BY k.position)
-                            FROM tickets k WHERE k.order_id = o.id), '') AS "ticket_codes!"
+                            FROM tickets k WHERE k.order_id = o.id), '') AS "ticket_codes!",
+                  CASE WHEN p.refund = 'done' THEN 'refunded' WHEN p.refund = 'due' THEN 'refunding'
+                       WHEN p.status = 'succeeded' THEN 'paid' ELSE COALESCE(p.status, '') END
+                      AS "payment!",
+                  COALESCE(p.intent_id, '') AS "payment_intent!"
            FROM orders o
            JOIN ticket_types t ON t.id = o.ticket_type_id
            JOIN events e ON e.id = t.event_id
+           LEFT JOIN payments p ON p.order_id = o.id
            WHERE t.event_id = $1 AND e.organizer_id = $2
              AND ($3::timestamptz IS NULL OR (o.created_at, o.id) > ($3, $4::uuid))
            ORDER BY o.created_at, o.id

@@ -11,12 +11,14 @@
 
 mod chart;
 mod export;
+mod money;
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
 
 pub use chart::{MinuteSales, sales_per_minute};
 pub use export::{ExportCursor, ExportRow, export_page};
+pub use money::PaymentTotals;
 
 use crate::{
     domain::{
@@ -61,6 +63,8 @@ pub struct SalesTotals {
     pub checked_in: i64,
     pub held: i64,
     pub revenue: Vec<Revenue>,
+    /// Stripe's payments of the event, per currency.
+    pub payments: Vec<PaymentTotals>,
 }
 
 /// One line of the order list.
@@ -123,7 +127,8 @@ pub async fn load(
         .await?;
 
     let ticket_types = ticket_type_sales(&mut tx, organizer_id, event_id).await?;
-    let totals = SalesTotals::of(&ticket_types);
+    let mut totals = SalesTotals::of(&ticket_types);
+    totals.payments = money::payment_totals(&mut tx, organizer_id, event_id).await?;
     let orders = orders_page(&mut tx, organizer_id, event_id, query, page).await?;
     let chart = sales_chart(&mut tx, organizer_id, event_id).await?;
     tx.commit().await?;
@@ -146,8 +151,10 @@ pub async fn sales(
         .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         .await?;
     let ticket_types = ticket_type_sales(&mut tx, organizer_id, event_id).await?;
+    let payments = money::payment_totals(&mut tx, organizer_id, event_id).await?;
     tx.commit().await?;
-    let totals = SalesTotals::of(&ticket_types);
+    let mut totals = SalesTotals::of(&ticket_types);
+    totals.payments = payments;
     Ok((ticket_types, totals))
 }
 

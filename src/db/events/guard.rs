@@ -36,7 +36,11 @@ pub(super) async fn check_quotas(
              (SELECT count(*) FROM ticket_types WHERE event_id = $2) AS "ticket_types!",
              (SELECT COALESCE(SUM(t.capacity), 0)::int8 FROM ticket_types t
                   JOIN events e ON e.id = t.event_id
-                  WHERE e.organizer_id = $1 AND e.status <> 'cancelled') AS "capacity!""#,
+                  WHERE e.organizer_id = $1 AND e.status <> 'cancelled') AS "capacity!",
+             (SELECT e.status = 'published' AND e.payment = 'stripe'
+                     AND EXISTS (SELECT 1 FROM ticket_types t
+                                 WHERE t.event_id = e.id AND t.price_minor > 0)
+                  FROM events e WHERE e.id = $2) AS "needs_stripe?""#,
         organizer_id.get(),
         event_id.get(),
     )
@@ -60,6 +64,15 @@ pub(super) async fn check_quotas(
                 "You can have at most {} published events at once; unpublish or cancel one first.",
                 quotas.published_events
             ),
+        );
+    }
+    if counts.needs_stripe == Some(true) && !quotas.stripe_connected {
+        return refuse(
+            "payment",
+            "Buyers cannot pay for tickets with a price yet: this server is not connected to \
+             Stripe (--stripe-secret-key). Make the tickets free, choose to collect the money \
+             yourself, or ask the operator to connect Stripe."
+                .to_owned(),
         );
     }
     if counts.capacity > quotas.total_capacity {

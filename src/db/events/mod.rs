@@ -33,6 +33,10 @@ pub struct Event {
     /// Orders are held this long for the buyer's confirmation by mail;
     /// `None`: confirmed at once.
     pub hold_seconds: Option<i32>,
+    /// Orders of a ticket with a price are held this long for payment.
+    pub pay_seconds: i32,
+    /// Stripe takes the money for its tickets with a price.
+    pub takes_payment: bool,
 }
 
 impl Event {

@@ -36,7 +36,8 @@ async fn find_where(
     let event = sqlx::query_as!(
         Event,
         r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
-                  status AS "status: EventStatus", max_per_buyer, hold_seconds
+                  status AS "status: EventStatus", max_per_buyer, hold_seconds, pay_seconds,
+                  payment = 'stripe' AS "takes_payment!"
            FROM events WHERE id = $1 AND ($2::uuid IS NULL OR organizer_id = $2)"#,
         event_id.get(),
         owner.map(OrganizerId::get),
@@ -71,7 +72,8 @@ pub async fn list_published_page(
     let mut events = sqlx::query_as!(
         Event,
         r#"SELECT id, title, '' AS "description!", venue, starts_at, sale_opens_at, sale_closes_at,
-                  status AS "status: EventStatus", max_per_buyer, hold_seconds
+                  status AS "status: EventStatus", max_per_buyer, hold_seconds, pay_seconds,
+                  payment = 'stripe' AS "takes_payment!"
            FROM events
            WHERE status = 'published' AND starts_at > $1
              AND (starts_at, id) > (COALESCE($2, '-infinity'::timestamptz),
@@ -120,7 +122,8 @@ pub async fn list_for_organizer_page(
     let mut events = sqlx::query_as!(
         Event,
         r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
-                  status AS "status: EventStatus", max_per_buyer, hold_seconds
+                  status AS "status: EventStatus", max_per_buyer, hold_seconds, pay_seconds,
+                  payment = 'stripe' AS "takes_payment!"
            FROM events
            WHERE organizer_id = $1
              AND (starts_at, id) > (COALESCE($2, '-infinity'::timestamptz),
@@ -154,7 +157,8 @@ async fn list(
     let events = sqlx::query_as!(
         Event,
         r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
-                  status AS "status: EventStatus", max_per_buyer, hold_seconds
+                  status AS "status: EventStatus", max_per_buyer, hold_seconds, pay_seconds,
+                  payment = 'stripe' AS "takes_payment!"
            FROM events
            WHERE CASE WHEN $1::uuid IS NULL THEN status = 'published' AND starts_at > $2
                       ELSE organizer_id = $1 END

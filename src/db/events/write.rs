@@ -58,6 +58,8 @@ async fn save(
         new.window.status.as_str(),
         new.max_per_buyer,
         new.hold_seconds,
+        new.pay_seconds,
+        new.takes_payment,
     )
     .fetch_optional(tx)
     .await?;

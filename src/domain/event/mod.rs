@@ -24,6 +24,10 @@ pub const MAX_TICKET_TYPES: usize = 20;
 pub const MAX_HOLD_MINUTES: i64 = 120;
 /// What the organizer form suggests for a held sale.
 pub const DEFAULT_HOLD_MINUTES: i64 = 10;
+/// The time to pay for a ticket with a price, unless the organizer sets one.
+pub const DEFAULT_PAY_MINUTES: i64 = 15;
+pub const MIN_PAY_MINUTES: i64 = 2;
+pub const MAX_PAY_MINUTES: i64 = 120;
 
 /// A stored hold as the form's and the API's minutes (rounded up), blank
 /// for none.
@@ -32,6 +36,11 @@ pub fn hold_minutes_text(hold_seconds: Option<i32>) -> String {
         .map(|s| (i64::from(s) + 59).div_euclid(60).to_string())
         .unwrap_or_default()
 }
+/// A stored choice of who takes the money, as the form's and the API's text.
+pub fn payment_text(takes_payment: bool) -> String {
+    if takes_payment { "stripe" } else { "offline" }.to_owned()
+}
+
 /// An event as typed by an organizer (form) or sent by a script (API):
 /// text everywhere, parsed by [`EventInput::parse`].
 #[derive(Debug, Clone, Default)]
@@ -48,6 +57,11 @@ pub struct EventInput {
     /// Minutes an order is held for its buyer to confirm by mail; blank:
     /// orders are confirmed at once.
     pub hold_minutes: String,
+    /// Minutes a buyer of a ticket with a price has to pay; blank: 15.
+    pub pay_minutes: String,
+    /// Who takes the money for tickets with a price: `stripe` (or blank),
+    /// or `offline` (the organizer: at the door, by invoice).
+    pub payment: String,
     pub ticket_types: Vec<TicketTypeInput>,
 }
 
@@ -64,6 +78,11 @@ pub struct NewEvent {
     /// Orders held this long for the buyer's mailbox confirmation; `None`:
     /// confirmed at once.
     pub hold_seconds: Option<i32>,
+    /// Orders of a ticket with a price are held this long for payment.
+    pub pay_seconds: i32,
+    /// Stripe takes the money for tickets with a price (else the organizer
+    /// does, outside Stampede, and such orders are confirmed as free ones).
+    pub takes_payment: bool,
     pub ticket_types: Vec<NewTicketType>,
 }
 
@@ -88,6 +107,21 @@ impl EventInput {
         let hold_seconds = match self.hold_minutes.trim() {
             "" => None,
             raw => Some(whole(raw, 1, MAX_HOLD_MINUTES).for_field("hold_minutes")? as i32 * 60),
+        };
+        let pay_minutes = match self.pay_minutes.trim() {
+            "" => DEFAULT_PAY_MINUTES,
+            raw => whole(raw, MIN_PAY_MINUTES, MAX_PAY_MINUTES).for_field("pay_minutes")?,
+        };
+        let pay_seconds = i32::try_from(pay_minutes * 60).unwrap_or(i32::MAX);
+        let takes_payment = match self.payment.trim() {
+            "" | "stripe" => true,
+            "offline" => false,
+            other => {
+                return Err(InvalidField::new(
+                    "payment",
+                    format!("\"{other}\" is not a way to pay; use stripe or offline."),
+                ));
+            }
         };
         let status = match self.status.trim() {
             "" | "draft" => EventStatus::Draft,
@@ -145,6 +179,8 @@ impl EventInput {
             },
             max_per_buyer,
             hold_seconds,
+            pay_seconds,
+            takes_payment,
             ticket_types,
         })
     }

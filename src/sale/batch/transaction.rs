@@ -118,9 +118,21 @@ pub(super) async fn sell_batch(
     let existing = existing_orders(&mut *tx, &emails, &keys).await?;
     let codes = codes(&mut tx, ticket_type_id, locked.event_id, jobs).await?;
     let held = holdings(&mut tx, ticket_type_id, locked.event_id, &buyers).await?;
-    let mut unproven = match event.hold_seconds {
+    // A ticket with a price that Stripe takes is held for the event's time
+    // to pay, in full (paying proves more than a mailbox); else, for the
+    // event's hold, if any.
+    let paid = locked.price_minor > 0 && event.takes_payment;
+    let hold_seconds = if paid {
+        Some(event.pay_seconds)
+    } else {
+        event.hold_seconds
+    };
+    let mut unproven = match hold_seconds {
         Some(hold_secs) => {
-            let rules = holding.rules;
+            let mut rules = holding.rules;
+            if paid {
+                rules.unproven = std::time::Duration::MAX;
+            }
             unproven::read(&mut tx, rules, locked.event_id, hold_secs, jobs, &buyers).await?
         }
         None => Unproven::default(),
@@ -159,7 +171,7 @@ pub(super) async fn sell_batch(
         tx.rollback().await?;
         Written::default()
     } else {
-        let hold = event.hold_seconds.map(|seconds| Hold {
+        let hold = hold_seconds.map(|seconds| Hold {
             seconds,
             key: &holding.key,
             sales: &holds,

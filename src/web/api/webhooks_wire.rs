@@ -28,7 +28,7 @@ pub struct CreateWebhook {
     /// server allows them).
     pub url: String,
     /// Of `order.created`, `order.confirmed`, `order.expired`, `order.cancelled`, `event.cancelled`,
-    /// `ticket_type.sold_out`, `ticket_type.available_again`.
+    /// `ticket_type.sold_out`, `ticket_type.available_again`, `order.paid`, `order.refunded`.
     #[schema(example = json!(["order.created"]))]
     pub event_types: Vec<String>,
     #[serde(default)]

@@ -55,6 +55,17 @@ pub struct CreateEvent {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 120)]
     hold_minutes: Option<i64>,
+    /// Minutes a buyer of a ticket with a price has to pay; absent or
+    /// null: 15.
+    #[serde(default)]
+    #[schema(minimum = 2, maximum = 120)]
+    pay_minutes: Option<i64>,
+    /// Who takes the money for tickets with a price: `stripe` (the
+    /// default: orders are held until paid) or `offline` (the organizer,
+    /// outside Stampede: orders are confirmed at once).
+    #[serde(default)]
+    #[schema(example = "stripe")]
+    payment: Option<String>,
     #[schema(min_items = 1, max_items = 20)]
     ticket_types: Vec<CreateTicketType>,
 }
@@ -95,6 +106,8 @@ impl CreateEvent {
             status: self.status.unwrap_or_default(),
             max_per_buyer: number(self.max_per_buyer),
             hold_minutes: number(self.hold_minutes),
+            pay_minutes: number(self.pay_minutes),
+            payment: self.payment.unwrap_or_default(),
             ticket_types: self
                 .ticket_types
                 .into_iter()
@@ -156,6 +169,10 @@ pub struct EventBody {
     /// Minutes orders are held for their buyers' confirmation by mail;
     /// null: confirmed at once.
     hold_minutes: Option<i64>,
+    /// Minutes a buyer of a ticket with a price has to pay.
+    pay_minutes: i64,
+    /// `stripe` or `offline`.
+    payment: String,
     ticket_types: Vec<TicketTypeBody>,
 }
 
@@ -219,6 +236,8 @@ impl From<EventDetail> for EventBody {
             hold_minutes: event
                 .hold_seconds
                 .map(|s| (i64::from(s) + 59).div_euclid(60)),
+            pay_minutes: (i64::from(event.pay_seconds) + 59).div_euclid(60),
+            payment: crate::domain::payment_text(event.takes_payment),
             ticket_types: detail.ticket_types.into_iter().map(Into::into).collect(),
         }
     }

@@ -12,7 +12,10 @@ use crate::web::{
 };
 use crate::{
     db::events::EventDetail,
-    domain::{EventId, EventInput, SaleState, TicketTypeInput, decimal_price, hold_minutes_text},
+    domain::{
+        EventId, EventInput, SaleState, TicketTypeInput, decimal_price, hold_minutes_text,
+        payment_text,
+    },
     error::AppError,
 };
 
@@ -81,6 +84,8 @@ pub(super) fn event_input(fields: &FormFields) -> Result<EventInput, AppError> {
         status: fields.get("status").to_owned(),
         max_per_buyer: fields.get("max_per_buyer").to_owned(),
         hold_minutes: fields.get("hold_minutes").to_owned(),
+        pay_minutes: fields.get("pay_minutes").to_owned(),
+        payment: fields.get("payment").to_owned(),
         ticket_types,
     })
 }
@@ -88,7 +93,9 @@ pub(super) fn event_input(fields: &FormFields) -> Result<EventInput, AppError> {
 /// The form shows times to the minute. A time sent back as it was shown
 /// keeps its exact stored value: an event made through the API may open its
 /// sale at 10:00:30, and editing its title must not move that to 10:00.
-pub(super) fn keep_unchanged_times(input: &EventInput, detail: &EventDetail) -> EventInput {
+/// An edit without the `payment` field (a form from before it existed)
+/// keeps who takes the money.
+pub(super) fn keep_unchanged(input: &EventInput, detail: &EventDetail) -> EventInput {
     let event = &detail.event;
     let exact = |sent: &str, stored: time::OffsetDateTime| {
         if sent.trim() == views::datetime_local(stored) {
@@ -105,6 +112,11 @@ pub(super) fn keep_unchanged_times(input: &EventInput, detail: &EventDetail) -> 
         sale_closes_at: match event.sale_closes_at {
             Some(stored) => exact(&input.sale_closes_at, stored),
             None => input.sale_closes_at.clone(),
+        },
+        payment: if input.payment.trim().is_empty() {
+            payment_text(event.takes_payment)
+        } else {
+            input.payment.clone()
         },
         ..input.clone()
     }
@@ -128,13 +140,15 @@ pub(super) fn input_from(detail: &EventDetail) -> EventInput {
             .map(|n| n.to_string())
             .unwrap_or_default(),
         hold_minutes: hold_minutes_text(event.hold_seconds),
+        pay_minutes: hold_minutes_text(Some(event.pay_seconds)),
+        payment: payment_text(event.takes_payment),
         ticket_types: detail
             .ticket_types
             .iter()
             .map(|tt| TicketTypeInput {
                 id: Some(tt.id),
                 name: tt.name.clone(),
-                price: decimal_price(tt.price_minor),
+                price: decimal_price(tt.price_minor, &tt.currency),
                 price_is_minor: false,
                 currency: tt.currency.clone(),
                 capacity: tt.capacity.to_string(),

@@ -32,7 +32,7 @@ use crate::{
 
 pub use room::update_room;
 
-use form::{event_input, input_from, keep_unchanged_times, refill};
+use form::{event_input, input_from, keep_unchanged, refill};
 use room::room_form_of;
 
 pub async fn index(
@@ -103,7 +103,7 @@ pub async fn update(
 ) -> Result<Response, AppError> {
     let detail = db::events::find_owned(&state.db, organizer.id, parse_id(&id)?).await?;
     let input = event_input(&fields)?;
-    let result = match keep_unchanged_times(&input, &detail).parse() {
+    let result = match keep_unchanged(&input, &detail).parse() {
         Ok(new) => {
             db::events::update(
                 &state.db,

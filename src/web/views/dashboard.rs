@@ -40,6 +40,7 @@ pub fn page(
             section aria-labelledby="sales-heading" {
                 h2 #sales-heading { "Sales" }
                 (sales_table(&dashboard.ticket_types, &dashboard.totals))
+                (payments_table(&dashboard.totals.payments))
             }
             @if let Some(room) = room {
                 (room_panel(ctx, event.id, room))
@@ -128,7 +129,11 @@ fn room_panel(ctx: &PageContext, event_id: EventId, status: &RoomStatus) -> Mark
 /// Money for the sales table: "0.00 EUR" rather than `format_price`'s "Free".
 fn money(revenue: &Revenue) -> String {
     if revenue.minor == 0 {
-        format!("{} {}", decimal_price(0), revenue.currency)
+        format!(
+            "{} {}",
+            decimal_price(0, &revenue.currency),
+            revenue.currency
+        )
     } else {
         format_price(revenue.minor, &revenue.currency)
     }
@@ -179,6 +184,34 @@ fn sales_table(ticket_types: &[TicketTypeSales], totals: &SalesTotals) -> Markup
                             td.num.remaining { (totals.remaining) }
                             td.num.capacity { (totals.capacity) }
                             td.num.revenue { (revenue_cell(&totals.revenue)) }
+                        }
+                    }
+                },
+            ))
+        }
+    }
+}
+
+/// Stripe's payments of the event, per currency (none: no table).
+fn payments_table(payments: &[crate::db::dashboard::PaymentTotals]) -> Markup {
+    html! {
+        @if !payments.is_empty() {
+            h3 { "Payments" }
+            (data_table(
+                "payments",
+                "Paid, pending, refunded and failed amounts per currency",
+                &[("Currency", false), ("Paid", true), ("Pending", true), ("Refunded", true), ("Being refunded", true), ("Failed", true)],
+                html! {
+                    tbody {
+                        @for p in payments {
+                            tr {
+                                th scope="row" { (p.currency) }
+                                td.num.paid { (decimal_price(p.paid_minor, &p.currency)) }
+                                td.num.pending { (decimal_price(p.pending_minor, &p.currency)) }
+                                td.num.refunded { (decimal_price(p.refunded_minor, &p.currency)) }
+                                td.num.refunding { (decimal_price(p.refunding_minor, &p.currency)) }
+                                td.num.failed { (decimal_price(p.failed_minor, &p.currency)) }
+                            }
                         }
                     }
                 },

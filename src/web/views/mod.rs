@@ -10,6 +10,7 @@ pub mod events;
 pub mod mailed_link;
 pub mod orders;
 pub mod organizer;
+pub mod pay;
 pub mod presale;
 pub mod queue;
 pub mod waitlist;

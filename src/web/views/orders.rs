@@ -7,6 +7,7 @@ use super::{csrf_field, format_time, layout_refreshing, rfc3339};
 use crate::{
     db::orders::{OrderContext, Ticket},
     domain::{CancelSecret, OrderStatus, format_price},
+    payments::state::PaymentState,
     sale::Order,
 };
 
@@ -20,6 +21,7 @@ pub fn page(
     about: &OrderContext,
     tickets: &[Ticket],
     secret: Option<&CancelSecret>,
+    payment: &PaymentState,
     now: OffsetDateTime,
 ) -> Markup {
     let confirmed = order.status == OrderStatus::Confirmed;
@@ -44,6 +46,22 @@ pub fn page(
                     OrderStatus::Confirmed => {
                         h1 { "You have " (order.quantity) " " (tickets_word) }
                         p.notice.success role="status" { "Order confirmed. Keep this page's address: it is your proof of purchase." }
+                    }
+                    OrderStatus::Held if payment.takes_payment => {
+                        h1 { (order.quantity) " " (tickets_word) " held for you: pay to get them" }
+                        p.notice role="status" {
+                            "Pay " strong { (format_price(total, &order.currency)) }
+                            @if let Some(at) = order.hold_expires_at {
+                                " before " time datetime=(rfc3339(at)) data-countdown
+                                    data-server-now=(now.unix_timestamp_nanos() / 1_000_000) { (format_time(at)) }
+                            }
+                            "; until then your tickets are only held, and then they go back on sale."
+                        }
+                        @if let Some(secret) = secret {
+                            p { a.button href={ "/orders/" (order.id) "/pay?s=" (secret.as_str()) } { "Pay now" } }
+                        } @else {
+                            p.hint { "Open the link we mailed to " strong { (order.email) } " to pay." }
+                        }
                     }
                     OrderStatus::Held => {
                         h1 { (order.quantity) " " (tickets_word) " held for you" }
@@ -79,6 +97,9 @@ pub fn page(
                     dt { "Where" } dd { (about.venue) }
                     dt { "Tickets" } dd { (order.quantity) " × " (about.ticket_type_name) }
                     dt { "Total" } dd { (format_price(total, &order.currency)) }
+                    @if payment.takes_payment {
+                        dt { "Payment" } dd { (payment_words(payment)) }
+                    }
                     dt { "Email" } dd { (order.email) }
                     dt { "Order" } dd { code { (order.id) } }
                     dt { "Ordered" } dd { (format_time(order.created_at)) }
@@ -121,6 +142,17 @@ pub fn page(
             }
         },
     )
+}
+
+/// "paid", "refunded", … for the order's payment line.
+fn payment_words(payment: &PaymentState) -> &'static str {
+    match (payment.status.as_deref(), payment.refund.as_deref()) {
+        (_, Some("done")) => "refunded in full",
+        (_, Some(_)) => "paid; a full refund is under way",
+        (Some("succeeded"), None) => "paid",
+        (Some("failed"), _) => "not paid",
+        _ => "not paid yet",
+    }
 }
 
 fn cancel_form(ctx: &PageContext, order: &Order, secret: &CancelSecret, label: &str) -> Markup {

@@ -5,7 +5,8 @@ use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
 use crate::{
     db::events::EventDetail,
     domain::{
-        DEFAULT_HOLD_MINUTES, EventId, EventInput, MAX_HOLD_MINUTES, SaleState, TicketTypeInput,
+        DEFAULT_HOLD_MINUTES, DEFAULT_PAY_MINUTES, EventId, EventInput, MAX_HOLD_MINUTES,
+        MAX_PAY_MINUTES, MIN_PAY_MINUTES, SaleState, TicketTypeInput,
     },
 };
 
@@ -171,6 +172,16 @@ pub fn form(ctx: &PageContext, form: &EventForm<'_>) -> Markup {
             input #hold_minutes type="number" name="hold_minutes" min="1" max=(MAX_HOLD_MINUTES) inputmode="numeric"
                 placeholder=(DEFAULT_HOLD_MINUTES) value=(input.hold_minutes) aria-invalid=[invalid(error, "hold_minutes")];
             p.hint { "Held tickets leave the stock at once; unconfirmed ones go back on sale when their time runs out." }
+            label for="pay_minutes" {
+                "Minutes a buyer has to pay for tickets with a price (blank: " (DEFAULT_PAY_MINUTES) ")"
+            }
+            input #pay_minutes type="number" name="pay_minutes" min=(MIN_PAY_MINUTES) max=(MAX_PAY_MINUTES) inputmode="numeric"
+                placeholder=(DEFAULT_PAY_MINUTES) value=(input.pay_minutes) aria-invalid=[invalid(error, "pay_minutes")];
+            label for="payment" { "Who takes the money for tickets with a price" }
+            select #payment name="payment" aria-invalid=[invalid(error, "payment")] {
+                option value="stripe" selected[input.payment != "offline"] { "Buyers pay by card, through Stripe, before their tickets are confirmed" }
+                option value="offline" selected[input.payment == "offline"] { "I collect it myself (at the door, by invoice); orders are confirmed at once" }
+            }
             @if form.event.is_none() {
                 label.choice {
                     input type="checkbox" name="status" value="published" checked[input.status == "published"];

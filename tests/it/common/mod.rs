@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod forms;
 pub mod gate;
 pub mod holds;
+pub mod localstripe;
 pub mod locks;
 pub mod mailed_link;
 pub mod organizer;
@@ -165,6 +166,10 @@ pub async fn event_with_window(
         status: status.into(),
         max_per_buyer: String::new(),
         hold_minutes: String::new(),
+        pay_minutes: String::new(),
+        // The fixtures' prices are collected at the door: their orders are
+        // confirmed at once (the payment tests choose Stripe).
+        payment: "offline".into(),
         ticket_types: specs
             .iter()
             .enumerate()
@@ -223,6 +228,7 @@ pub async fn set_capacity(
         venue: detail.event.venue.clone(),
         starts_at: stampede::web::views::datetime_local(detail.event.starts_at),
         sale_opens_at: stampede::web::views::datetime_local(detail.event.sale_opens_at),
+        payment: "offline".into(),
         ..Default::default()
     };
     let tt = &detail.ticket_types[0];

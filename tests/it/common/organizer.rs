@@ -54,6 +54,7 @@ pub async fn owned_event(
             "starts_at": rfc(opens + Span::days(30)),
             "sale_opens_at": rfc(opens),
             "status": status,
+            "payment": "offline",
             "ticket_types": ticket_types,
         }),
     )

@@ -112,6 +112,12 @@ impl ServerProcess {
         self.child.try_wait().unwrap().is_none()
     }
 
+    /// SIGKILL: the process ends at once, whatever it was doing.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Send SIGTERM, without waiting.
     pub fn terminate(&self) {
         let pid = self.child.id().to_string();

@@ -106,7 +106,7 @@ async fn every_organizer_api_route_refuses_a_missing_garbage_or_revoked_token_wi
     let body = json!({
         "title": "Unauthorized", "venue": "Nowhere",
         "starts_at": "2030-03-01T19:30:00Z", "sale_opens_at": "2020-01-01T10:00:00Z",
-        "status": "published",
+        "status": "published", "payment": "offline",
         "ticket_types": [{"name": "Standing", "price_minor": 100, "currency": "EUR", "capacity": 5}],
     });
 

@@ -85,6 +85,7 @@ async fn an_event_limit_set_through_the_api_holds_across_ticket_types(pool: PgPo
     };
     let body = json!({
         "title": "Night", "venue": "Hall", "status": "published", "max_per_buyer": 3,
+        "payment": "offline",
         "starts_at": "2030-03-01T19:30:00Z", "sale_opens_at": "2020-01-01T10:00:00Z",
         "ticket_types": [tt("Standing"), tt("Seated")],
     });

@@ -145,7 +145,7 @@ fn event_body(status: &str, types: usize, capacity: i64) -> Value {
         .map(|i| json!({"name": format!("T{i}"), "price_minor": 100, "currency": "EUR", "capacity": capacity}))
         .collect();
     json!({
-        "title": "Night", "venue": "Hall", "status": status,
+        "title": "Night", "venue": "Hall", "status": status, "payment": "offline",
         "starts_at": "2030-03-01T19:30:00Z", "sale_opens_at": "2020-01-01T10:00:00Z",
         "ticket_types": ticket_types,
     })
@@ -239,6 +239,7 @@ async fn concurrent_creates_cannot_together_pass_the_published_quota(
             capacity: "5".into(),
             ..Default::default()
         }],
+        payment: "offline".into(),
         ..Default::default()
     };
     let new = input.parse().unwrap();

@@ -112,6 +112,7 @@ async fn set_buyer_limit(pool: &PgPool, fixture: &Fixture, limit: i64) -> Result
         venue: detail.event.venue.clone(),
         starts_at: stampede::web::views::datetime_local(detail.event.starts_at),
         sale_opens_at: stampede::web::views::datetime_local(detail.event.sale_opens_at),
+        payment: "offline".into(),
         ..Default::default()
     };
     let tt = &detail.ticket_types[0];

@@ -10,7 +10,7 @@ use super::{
 };
 use crate::{
     db::events::EventDetail,
-    domain::{EventId, EventInput, InvalidField, TicketTypeInput, hold_minutes_text},
+    domain::{EventId, EventInput, InvalidField, TicketTypeInput, hold_minutes_text, payment_text},
 };
 
 /// The edit page's input, filled from the stored event: what a partial
@@ -29,6 +29,8 @@ pub fn input_of(detail: &EventDetail) -> EventInput {
         status: String::new(),
         max_per_buyer: number(event.max_per_buyer.map(i64::from)),
         hold_minutes: hold_minutes_text(event.hold_seconds),
+        pay_minutes: hold_minutes_text(Some(event.pay_seconds)),
+        payment: payment_text(event.takes_payment),
         ticket_types: detail
             .ticket_types
             .iter()
@@ -83,6 +85,13 @@ pub struct UpdateEvent {
     #[schema(value_type = Option<i64>)]
     #[schema(minimum = 1, maximum = 120)]
     hold_minutes: Option<Option<i64>>,
+    /// Minutes a buyer of a ticket with a price has to pay.
+    #[serde(default)]
+    #[schema(minimum = 2, maximum = 120)]
+    pay_minutes: Option<i64>,
+    /// `stripe` or `offline`.
+    #[serde(default)]
+    payment: Option<String>,
     /// Changes to existing ticket types, each named by its `id`.
     #[serde(default)]
     #[schema(max_items = 20)]
@@ -109,6 +118,11 @@ impl UpdateEvent {
         );
         set(&mut input.max_per_buyer, self.max_per_buyer.map(number));
         set(&mut input.hold_minutes, self.hold_minutes.map(number));
+        set(
+            &mut input.pay_minutes,
+            self.pay_minutes.map(|m| m.to_string()),
+        );
+        set(&mut input.payment, self.payment);
         let mut rows = Vec::with_capacity(self.ticket_types.len());
         for (i, row) in self.ticket_types.into_iter().enumerate() {
             let index = input

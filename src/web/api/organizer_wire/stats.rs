@@ -45,6 +45,8 @@ pub struct TotalStats {
     held: i64,
     remaining: i64,
     revenue: Vec<MoneyBody>,
+    /// Stripe's payments, per currency, in minor units.
+    payments: Vec<crate::db::dashboard::PaymentTotals>,
 }
 
 /// `GET .../stats`: the dashboard's sales table.
@@ -77,6 +79,7 @@ impl StatsBody {
                 held: totals.held,
                 remaining: totals.remaining,
                 revenue: totals.revenue.into_iter().map(Into::into).collect(),
+                payments: totals.payments,
             },
         }
     }

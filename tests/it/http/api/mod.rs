@@ -22,6 +22,8 @@ fn api_event(title: &str, status: Option<&str>) -> Value {
         "description": "Made by a script.",
         "starts_at": "2030-03-01T19:30:00Z",
         "sale_opens_at": "2020-01-01T10:00:00Z",
+        // Prices collected at the door: this server has no Stripe.
+        "payment": "offline",
         "ticket_types": [
             {"name": "Standing", "price_minor": 2500, "currency": "EUR", "capacity": 100,
              "max_per_order": 4, "max_per_buyer": 6},

@@ -79,7 +79,7 @@ async fn csv_export_has_every_order_of_the_event_with_its_ticket_codes(pool: PgP
     let records = download_csv(&org, event).await;
     assert_eq!(
         records[0].iter().collect::<Vec<_>>().join(","),
-        "order_id,created_at,email,ticket_type,quantity,unit_price_minor,currency,status,ticket_codes"
+        "order_id,created_at,email,ticket_type,quantity,unit_price_minor,currency,status,ticket_codes,payment,payment_intent"
     );
     let expected = db_orders(&pool, event).await;
     assert_eq!(records.len() - 1, expected.len());
@@ -87,7 +87,9 @@ async fn csv_export_has_every_order_of_the_event_with_its_ticket_codes(pool: PgP
     for (record, ((id, created_at, email, tt, quantity, price, currency, status), codes)) in
         records[1..].iter().zip(&expected)
     {
-        assert_eq!(record.len(), 9);
+        assert_eq!(record.len(), 11);
+        // Collected at the door: no Stripe payment.
+        assert_eq!((&record[9], &record[10]), ("", ""));
         assert_eq!(record[0], id.to_string());
         assert_eq!(
             OffsetDateTime::parse(&record[1], &Rfc3339).unwrap(),
