@@ -40,7 +40,7 @@ pub async fn open(
         .fetch_optional(db)
         .await?;
     if let Some(lease) = lease {
-        let intent = payments
+        let made = payments
             .stripe
             .create_payment_intent(
                 order_id.get(),
@@ -48,11 +48,18 @@ pub async fn open(
                 &lease.currency,
                 description,
             )
-            .await
-            .map_err(|err| {
+            .await;
+        let intent = match made {
+            Ok(intent) => intent,
+            Err(err) => {
+                // The next visit tries again at once (with the same key).
                 tracing::warn!(%err, "Stripe did not make the payment");
-                AppError::PaymentUnavailable
-            })?;
+                sqlx::query_file!("sql/payments/release_lease.sql", order_id.get())
+                    .execute(db)
+                    .await?;
+                return Err(AppError::PaymentUnavailable);
+            }
+        };
         let Some(client_secret) = intent.client_secret.clone() else {
             return Err(AppError::PaymentUnavailable);
         };

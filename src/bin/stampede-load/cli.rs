@@ -151,6 +151,11 @@ pub struct RunArgs {
     #[arg(long, value_parser = clap::value_parser!(i32).range(1..=120))]
     pub hold_minutes: Option<i32>,
 
+    /// Stripe takes the events' prices (issue 35): every order is held for
+    /// its payment, as a paid sale's are.
+    #[arg(long)]
+    pub paid: bool,
+
     /// Print the report as one line of JSON instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -37,6 +37,8 @@ pub struct Plan {
     pub max_per_buyer: i32,
     /// The events hold orders this long (seconds) for mail confirmation.
     pub hold_seconds: Option<i32>,
+    /// Stripe takes the events' prices: orders are held for payment.
+    pub paid: bool,
 }
 
 /// More tickets than any run on one machine can sell.
@@ -100,6 +102,7 @@ impl Plan {
             max_per_order,
             max_per_buyer: max_per_order,
             hold_seconds: args.hold_minutes.map(|m| m * 60),
+            paid: args.paid,
         };
         if plan.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
             anyhow::bail!("--rate must be a positive number of attempts per second");

@@ -53,15 +53,17 @@ pub async fn create(db: &PgPool, plan: &Plan) -> anyhow::Result<Sale> {
     let events = i32::try_from(plan.events)?;
     let event_ids = sqlx::query_scalar!(
         r#"INSERT INTO events (organizer_id, title, description, venue, starts_at, sale_opens_at, status,
-                              hold_seconds)
+                              hold_seconds, payment)
            SELECT $1, $2 || ' #' || n, 'Played by stampede-load.', 'Loopback Arena',
-                  now() + interval '30 days', now() - interval '1 hour', 'published', $4
+                  now() + interval '30 days', now() - interval '1 hour', 'published', $4,
+                  CASE WHEN $5 THEN 'stripe' ELSE 'offline' END
            FROM generate_series(1, $3::int) AS n
            RETURNING id"#,
         organizer_id,
         format!("Stampede load {} {tag}", plan.kind.name()),
         events,
         plan.hold_seconds,
+        plan.paid,
     )
     .fetch_all(&mut *tx)
     .await

@@ -356,12 +356,21 @@ pub struct OrderBody {
     /// The order page that can cancel (`/orders/{id}?s=...`), with the secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     cancel_url: Option<String>,
+    /// Only on the answer that created a held order with a price: the pay
+    /// page (`/orders/{id}/pay?s=...`), where the buyer pays by card through
+    /// Stripe (it leads to the order page when the organizer collects the
+    /// money).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pay_url: Option<String>,
 }
 
 impl OrderBody {
     pub fn with_secret(mut self, secret: &CancelSecret) -> Self {
         self.cancel_secret = Some(secret.as_str().to_owned());
         self.cancel_url = Some(crate::web::pages::order_url(self.id, Some(secret)));
+        if self.status == OrderStatus::Held && self.unit_price_minor > 0 {
+            self.pay_url = Some(format!("/orders/{}/pay?s={}", self.id, secret.as_str()));
+        }
         self
     }
 }
@@ -380,6 +389,7 @@ impl From<Order> for OrderBody {
             hold_expires_at: order.hold_expires_at,
             cancel_secret: None,
             cancel_url: None,
+            pay_url: None,
         }
     }
 }

@@ -346,3 +346,35 @@ async fn zero_and_three_decimal_currencies_are_charged_in_their_own_minor_units(
     }
     assert_money(&shop.pool).await;
 }
+
+#[sqlx::test]
+async fn the_api_answers_a_held_paid_order_with_its_pay_page(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let shop = PaidShop::open(&connect, 10, true).await;
+    let order: serde_json::Value = reqwest::Client::new()
+        .post(shop.server.url("/api/v1/orders"))
+        .json(&serde_json::json!({
+            "ticket_type_id": shop.ticket_type(),
+            "quantity": 1,
+            "email": "script@example.org",
+            "idempotency_key": uuid::Uuid::new_v4().to_string(),
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(order["status"], "held", "{order}");
+    let pay_url = order["pay_url"].as_str().expect("a pay_url");
+    let page = shop.get(pay_url).await;
+    assert_eq!(page.status(), 200);
+    assert!(
+        page.text()
+            .await
+            .unwrap()
+            .contains("data-client-secret=\"pi_")
+    );
+}
