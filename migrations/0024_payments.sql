@@ -40,6 +40,9 @@ CREATE TABLE payments (
     refunded_at    timestamptz,
     -- When the reconciler last asked Stripe about this payment.
     checked_at     timestamptz,
+    -- The intent of an order that ended unpaid, cancelled at Stripe: a pay
+    -- page left open cannot pay it any more.
+    intent_closed_at timestamptz,
     created_at     timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT payments_succeeded_when CHECK ((status = 'succeeded') = (succeeded_at IS NOT NULL)),
     CONSTRAINT payments_refund_only_of_money CHECK (refund IS NULL OR status = 'succeeded'),
@@ -86,3 +89,18 @@ ALTER TABLE webhook_endpoints ADD CONSTRAINT webhook_endpoints_event_types_known
         'order.created', 'order.confirmed', 'order.expired', 'order.cancelled',
         'event.cancelled', 'ticket_type.sold_out', 'ticket_type.available_again',
         'order.paid', 'order.refunded']::text[]);
+
+-- Prices are now in each currency's own minor unit (src/domain/format.rs):
+-- before, every currency was stored in hundredths. Yen, won and the other
+-- zero-decimal currencies had 100 stored per unit; the three-decimal
+-- dinars and rials 100 per unit where they need 1,000.
+UPDATE ticket_types SET price_minor = round(price_minor / 100.0)
+WHERE currency IN ('BIF', 'CLP', 'DJF', 'GNF', 'JPY', 'KMF', 'KRW', 'MGA', 'PYG', 'RWF', 'UGX',
+                   'VND', 'VUV', 'XAF', 'XOF', 'XPF');
+UPDATE ticket_types SET price_minor = price_minor * 10
+WHERE currency IN ('BHD', 'JOD', 'KWD', 'OMR', 'TND');
+UPDATE orders SET unit_price_minor = round(unit_price_minor / 100.0)
+WHERE currency IN ('BIF', 'CLP', 'DJF', 'GNF', 'JPY', 'KMF', 'KRW', 'MGA', 'PYG', 'RWF', 'UGX',
+                   'VND', 'VUV', 'XAF', 'XOF', 'XPF');
+UPDATE orders SET unit_price_minor = unit_price_minor * 10
+WHERE currency IN ('BHD', 'JOD', 'KWD', 'OMR', 'TND');

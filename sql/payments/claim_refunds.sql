@@ -1,4 +1,4 @@
-UPDATE payments p SET refund_next_at = $1 + interval '60 seconds'
+UPDATE payments p SET refund_next_at = $1 + interval '10 minutes'
 FROM (SELECT order_id FROM payments
       WHERE refund = 'due' AND refund_next_at <= $1
       ORDER BY refund_next_at LIMIT $2

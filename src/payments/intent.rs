@@ -61,6 +61,9 @@ pub async fn open(
             }
         };
         let Some(client_secret) = intent.client_secret.clone() else {
+            sqlx::query_file!("sql/payments/release_lease.sql", order_id.get())
+                .execute(db)
+                .await?;
             return Err(AppError::PaymentUnavailable);
         };
         sqlx::query_file!(

@@ -88,8 +88,11 @@ pub fn spawn(db: PgPool, payments: Payments) -> tokio::task::JoinHandle<()> {
             if let Err(err) = reconcile::round(&db, &payments, now).await {
                 tracing::warn!(%err, "a reconciler round failed");
             }
+            if let Err(err) = reconcile::close_round(&db, &payments, now).await {
+                tracing::warn!(%err, "a round closing unpaid intents failed");
+            }
             loop {
-                match refunds::round(&db, &payments, now).await {
+                match refunds::round(&db, &payments).await {
                     Ok(claimed) if claimed as i64 == refunds::ROUND => continue,
                     Ok(_) => break,
                     Err(err) => {

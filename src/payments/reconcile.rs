@@ -1,8 +1,13 @@
 //! The reconciler: a webhook that never comes must not lose a paid order.
-//! It asks Stripe about payments whose word may be lost (a while after the
-//! pay page made the intent, again near and after the hold's end; see
-//! `sql/payments/claim_unsettled.sql`) and settles what succeeded, exactly
-//! as the webhook would have ([`super::settle`]).
+//! It asks Stripe about the payments of held orders whose word may be lost
+//! (a while after the pay page made the intent, then every 30 s in the
+//! hold's last two minutes; see `sql/payments/claim_unsettled.sql`) and
+//! settles what succeeded, exactly as the webhook would have
+//! ([`super::settle`]). Once an order has ended unpaid, and a grace of the
+//! same while has passed (a payment under way, 3-D Secure, may still land),
+//! it cancels the intent at Stripe ([`close_round`]), so that a pay page
+//! left open cannot take money later; one that succeeded meanwhile is
+//! settled instead (a late payment: the stock again, or a refund).
 
 use std::time::Duration;
 
@@ -60,6 +65,55 @@ pub async fn round(
         }
     }
     Ok(settled)
+}
+
+/// One round at `now`: cancel at Stripe the intents of orders that ended
+/// unpaid. Returns how many it closed or settled.
+#[tracing::instrument(skip_all)]
+pub async fn close_round(
+    db: &PgPool,
+    payments: &Payments,
+    now: OffsetDateTime,
+) -> Result<usize, AppError> {
+    let grace = sqlx::postgres::types::PgInterval::try_from(payments.first_look)
+        .map_err(|err| AppError::Internal(anyhow::anyhow!(err)))?;
+    let due = sqlx::query_file_scalar!("sql/payments/claim_unclosed.sql", now, ROUND, grace)
+        .fetch_all(db)
+        .await?;
+    let mut done = 0;
+    for intent_id in due {
+        let intent = match payments.stripe.cancel_payment_intent(&intent_id).await {
+            Ok(intent) => intent,
+            Err(err) => {
+                tracing::warn!(%intent_id, %err, "could not cancel an unpaid intent; trying again later");
+                continue;
+            }
+        };
+        match intent.status {
+            IntentStatus::Succeeded => {
+                let paid = Succeeded {
+                    intent_id: &intent.id,
+                    amount_minor: intent.amount,
+                    currency: &intent.currency,
+                };
+                settle(db, &paid, OffsetDateTime::now_utc()).await?;
+                done += 1;
+            }
+            IntentStatus::Canceled => {
+                sqlx::query_file!(
+                    "sql/payments/intent_closed.sql",
+                    intent_id,
+                    OffsetDateTime::now_utc()
+                )
+                .execute(db)
+                .await?;
+                done += 1;
+            }
+            // Processing: Stripe decides; looked at again in 30 s.
+            _ => {}
+        }
+    }
+    Ok(done)
 }
 
 /// How long after the pay page the first look comes: four rounds.

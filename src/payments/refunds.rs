@@ -1,7 +1,7 @@
 //! The refunder: refunds written as due (by the trigger that ends an order
 //! with a captured payment, or by a settlement too late for its stock) are
-//! made at Stripe, each at most once: one refunder claims a refund for a
-//! minute with no transaction open, calls Stripe with the order's
+//! made at Stripe, each at most once: one refunder claims a refund for ten
+//! minutes (far past three paced calls) with no transaction open, calls Stripe with the order's
 //! Idempotency-Key (and [`super::stripe::Stripe::refund`] first looks for a
 //! refund made before a crash), then records it with its `order.refunded`
 //! outbox row. A failure is retried with a growing, jittered back-off.
@@ -15,20 +15,21 @@ use time::OffsetDateTime;
 use super::Payments;
 use crate::error::AppError;
 
-/// Refunds one round claims at most.
-pub(super) const ROUND: i64 = 20;
+/// Refunds one round claims at most: each takes up to three paced calls,
+/// well within the claim's lease (`sql/payments/claim_refunds.sql`).
+pub(super) const ROUND: i64 = 10;
 
 /// One round: the refunds due at `now`. Returns how many it claimed (a
 /// full round is followed by another at once).
 #[tracing::instrument(skip_all)]
-pub async fn round(
-    db: &PgPool,
-    payments: &Payments,
-    now: OffsetDateTime,
-) -> Result<usize, AppError> {
-    let due = sqlx::query_file!("sql/payments/claim_refunds.sql", now, ROUND)
-        .fetch_all(db)
-        .await?;
+pub async fn round(db: &PgPool, payments: &Payments) -> Result<usize, AppError> {
+    let due = sqlx::query_file!(
+        "sql/payments/claim_refunds.sql",
+        OffsetDateTime::now_utc(),
+        ROUND
+    )
+    .fetch_all(db)
+    .await?;
     let claimed = due.len();
     for refund in due {
         match payments
@@ -36,7 +37,10 @@ pub async fn round(
             .refund(&refund.intent_id, refund.order_id)
             .await
         {
-            Ok(done) => {
+            // Stripe may take a while to settle a refund: until it says
+            // `succeeded`, the refund stays due and is looked at again (the
+            // look-up finds the same refund; none is made twice).
+            Ok(done) if done.status == "succeeded" => {
                 sqlx::query_file!(
                     "sql/payments/refund_done.sql",
                     refund.order_id,
@@ -46,14 +50,18 @@ pub async fn round(
                 .execute(db)
                 .await?;
             }
-            Err(err) => {
+            not_yet => {
+                let why = match not_yet {
+                    Ok(pending) => format!("refund {} is {}", pending.id, pending.status),
+                    Err(err) => err.to_string(),
+                };
                 let wait = back_off(refund.refund_attempts);
-                tracing::warn!(order_id = %refund.order_id, %err, ?wait, "a refund failed; retrying later");
+                tracing::warn!(order_id = %refund.order_id, %why, ?wait, "a refund is not done; looking again later");
                 sqlx::query_file!(
                     "sql/payments/refund_failed.sql",
                     refund.order_id,
-                    err.to_string(),
-                    now + wait,
+                    why,
+                    OffsetDateTime::now_utc() + wait,
                 )
                 .execute(db)
                 .await?;

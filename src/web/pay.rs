@@ -147,11 +147,20 @@ pub async fn paid_return(
     .fetch_optional(&state.db)
     .await?
     .ok_or(AppError::NotFound)?;
-    if let (true, Some(intent_id), Some(payments)) = (
-        order.proven,
-        order.intent_id.as_deref(),
-        state.payments.as_ref(),
-    ) && order.payment_status.as_deref() != Some("succeeded")
+    // Stripe is asked once per order every few seconds at most: a buyer
+    // reloading this page cannot spend everyone's pacing.
+    let ask = order.proven
+        && order.payment_status.as_deref() != Some("succeeded")
+        && sqlx::query_file!(
+            "sql/payments/claim_return_check.sql",
+            order_id.get(),
+            state.clock.now()
+        )
+        .fetch_optional(&state.db)
+        .await?
+        .is_some();
+    if let (true, Some(intent_id), Some(payments)) =
+        (ask, order.intent_id.as_deref(), state.payments.as_ref())
     {
         match payments.stripe.retrieve_payment_intent(intent_id).await {
             Ok(intent) if intent.status == IntentStatus::Succeeded => {

@@ -136,6 +136,35 @@ impl Stripe {
         Ok(intent.into())
     }
 
+    /// Closes an intent whose order ended unpaid, so that a pay page left
+    /// open cannot pay it later. An intent that has meanwhile succeeded (or
+    /// cannot be cancelled any more) is returned as it is: the caller
+    /// settles what succeeded.
+    #[tracing::instrument(name = "stripe.cancel_payment_intent", skip(self))]
+    pub async fn cancel_payment_intent(
+        &self,
+        intent_id: &str,
+    ) -> Result<PaymentIntent, StripeError> {
+        let intent = self.retrieve_payment_intent(intent_id).await?;
+        if matches!(
+            intent.status,
+            IntentStatus::Succeeded | IntentStatus::Canceled | IntentStatus::Processing
+        ) {
+            return Ok(intent);
+        }
+        let cancelled: WireIntent = self
+            .inner
+            .transport
+            .call(
+                Method::POST,
+                self.url(&["payment_intents", intent_id, "cancel"]),
+                Some(&[]),
+                None,
+            )
+            .await?;
+        Ok(cancelled.into())
+    }
+
     /// Refunds the whole payment of `intent_id`, at most once: a refund the
     /// intent already has is returned instead of a new one. The idempotency
     /// key alone would not do: localstripe ignores it, and Stripe forgets it

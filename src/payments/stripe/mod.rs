@@ -7,7 +7,7 @@
 //! something carry an `Idempotency-Key` derived from the order, the same on
 //! every retry, so Stripe creates it once.
 //!
-//! Tested against localstripe (`tests/stripe_client.rs`), which differs
+//! Tested against localstripe (`tests/it/payments/client.rs`), which differs
 //! from Stripe in ways this module works around: it ignores
 //! `Idempotency-Key` (hence [`Stripe::refund`] looks before it creates) and
 //! refuses a PaymentIntent's `description` (hence

@@ -378,3 +378,49 @@ async fn the_api_answers_a_held_paid_order_with_its_pay_page(
             .contains("data-client-secret=\"pi_")
     );
 }
+
+#[sqlx::test]
+async fn the_intent_of_an_order_that_ended_unpaid_is_cancelled_at_stripe(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let shop = PaidShop::open(&connect, 3, true).await;
+    let order = shop.buy("gone@example.org").await;
+    let intent = shop.open_payment(&order).await;
+    expire(&shop.pool, order.id).await;
+    let closed = format!(
+        "SELECT intent_closed_at IS NOT NULL FROM payments WHERE order_id = '{}'",
+        order.id
+    );
+    shop.wait_until("the unpaid intent is cancelled", &closed)
+        .await;
+    let at_stripe = shop
+        .stripe
+        .get(&format!("/v1/payment_intents/{intent}"))
+        .await;
+    assert_eq!(at_stripe["status"], "canceled");
+    assert!(shop.proxy.calls("POST /v1/payment_intents/") >= 1);
+    assert_money(&shop.pool).await;
+}
+
+#[sqlx::test]
+async fn a_payment_made_as_the_hold_ended_with_its_webhook_lost_is_still_settled(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    // Paid at Stripe just before the sweep; the webhook never comes: the
+    // closer finds the intent succeeded instead of cancelling it.
+    let shop = PaidShop::open(&connect, 3, false).await;
+    let order = shop.buy("edge@example.org").await;
+    let intent = shop.open_payment(&order).await;
+    shop.stripe.pay(&intent).await;
+    expire(&shop.pool, order.id).await;
+    let confirmed = format!(
+        "SELECT status = 'confirmed' FROM orders WHERE id = '{}'",
+        order.id
+    );
+    shop.wait_until("the late payment is settled", &confirmed)
+        .await;
+    assert_eq!(shop.messages(order.id, "order.paid").await, 1);
+    assert_money(&shop.pool).await;
+}

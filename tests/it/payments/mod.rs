@@ -3,6 +3,7 @@
 
 mod client;
 mod flow;
+mod migration;
 mod publish;
 mod refunds;
 mod shop;

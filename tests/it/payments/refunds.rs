@@ -137,7 +137,7 @@ async fn an_app_killed_between_stripes_refund_and_our_record_refunds_once(
         .unwrap();
     // Stripe has refunded; the app dies before it records it.
     shop.restart().await;
-    // The dead instance's claim runs out (a minute; here at once).
+    // The dead instance's claim runs out (ten minutes; here at once).
     sqlx::query("UPDATE payments SET refund_next_at = now() WHERE refund = 'due'")
         .execute(&shop.pool)
         .await

@@ -39,6 +39,8 @@ pub struct Bought {
 impl PaidShop {
     /// `capacity` tickets at 25.00 EUR, one per order and up to two per
     /// buyer; Stripe's webhook reaches the app if `webhooks`.
+    /// The reconciler runs every second: its first look, and the closer's
+    /// grace, come after four.
     pub async fn open(connect: &PgConnectOptions, capacity: i64, webhooks: bool) -> Self {
         let pool = common::pool(connect.clone(), 4).await;
         let fixture = common::published_event(&pool, &[TicketSpec::new(capacity, 1, 2)]).await;
