@@ -2,6 +2,13 @@
 //! runs without payments: an event whose tickets have a price paid
 //! through Stripe cannot be published.
 
+use std::time::Duration;
+
+use crate::payments::{
+    Payments, first_look,
+    stripe::{Stripe, StripeConfig},
+};
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct PaymentArgs {
     /// Stripe's secret API key (`sk_live_…`, `sk_test_…`). Unset: no
@@ -68,4 +75,44 @@ pub struct PaymentArgs {
         global = true
     )]
     pub stripe_reconcile_secs: u64,
+}
+
+impl PaymentArgs {
+    /// Stripe as the flags say, or `None` without a secret key. A secret
+    /// key without the webhook's secret or the publishable key is refused:
+    /// payments would be taken and never confirmed.
+    pub fn connect(&self) -> anyhow::Result<Option<Payments>> {
+        let args = self;
+        let Some(secret_key) = args.stripe_secret_key.clone() else {
+            tracing::info!(
+                "payments off (no --stripe-secret-key): events whose tickets have a price paid through Stripe cannot be published"
+            );
+            return Ok(None);
+        };
+        let webhook_secret = args.stripe_webhook_secret.clone().ok_or_else(|| {
+            anyhow::anyhow!("--stripe-secret-key needs --stripe-webhook-secret (the webhook endpoint's signing secret)")
+        })?;
+        let publishable_key = args.stripe_publishable_key.clone().ok_or_else(|| {
+            anyhow::anyhow!(
+                "--stripe-secret-key needs --stripe-publishable-key (for Stripe.js on the pay page)"
+            )
+        })?;
+        let stripe = Stripe::new(StripeConfig {
+            secret_key,
+            webhook_secret,
+            api_base: args.stripe_api_base.clone(),
+            requests_per_second: args.stripe_requests_per_second,
+            send_description: !args.stripe_no_description,
+        })?;
+        let every = Duration::from_secs(args.stripe_reconcile_secs);
+        tracing::info!(api = %args.stripe_api_base, "payments on (Stripe)");
+        Ok(Some(Payments {
+            stripe,
+            publishable_key,
+            js_url: args.stripe_js_url.clone(),
+            api_base: args.stripe_api_base.clone(),
+            every,
+            first_look: first_look(every),
+        }))
+    }
 }

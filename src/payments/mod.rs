@@ -14,12 +14,12 @@ pub mod settle;
 pub mod state;
 pub mod stripe;
 
+pub use reconcile::first_look;
+
 use std::time::Duration;
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
-
-use crate::config::PaymentArgs;
 
 /// Stripe, connected.
 #[derive(Clone)]
@@ -35,45 +35,6 @@ pub struct Payments {
     pub every: Duration,
     /// The reconciler's first look at a payment, after its intent is made.
     pub first_look: Duration,
-}
-
-impl Payments {
-    /// Stripe as the flags say, or `None` without a secret key. A secret
-    /// key without the webhook's secret or the publishable key is refused:
-    /// payments would be taken and never confirmed.
-    pub fn from_args(args: &PaymentArgs) -> anyhow::Result<Option<Self>> {
-        let Some(secret_key) = args.stripe_secret_key.clone() else {
-            tracing::info!(
-                "payments off (no --stripe-secret-key): events whose tickets have a price paid through Stripe cannot be published"
-            );
-            return Ok(None);
-        };
-        let webhook_secret = args.stripe_webhook_secret.clone().ok_or_else(|| {
-            anyhow::anyhow!("--stripe-secret-key needs --stripe-webhook-secret (the webhook endpoint's signing secret)")
-        })?;
-        let publishable_key = args.stripe_publishable_key.clone().ok_or_else(|| {
-            anyhow::anyhow!(
-                "--stripe-secret-key needs --stripe-publishable-key (for Stripe.js on the pay page)"
-            )
-        })?;
-        let stripe = stripe::Stripe::new(stripe::StripeConfig {
-            secret_key,
-            webhook_secret,
-            api_base: args.stripe_api_base.clone(),
-            requests_per_second: args.stripe_requests_per_second,
-            send_description: !args.stripe_no_description,
-        })?;
-        let every = Duration::from_secs(args.stripe_reconcile_secs);
-        tracing::info!(api = %args.stripe_api_base, "payments on (Stripe)");
-        Ok(Some(Self {
-            stripe,
-            publishable_key,
-            js_url: args.stripe_js_url.clone(),
-            api_base: args.stripe_api_base.clone(),
-            every,
-            first_look: reconcile::first_look(every),
-        }))
-    }
 }
 
 /// The reconciler and the refunder, one round of each every `every`, on

@@ -117,6 +117,6 @@ pub async fn close_round(
 }
 
 /// How long after the pay page the first look comes: four rounds.
-pub(super) fn first_look(every: Duration) -> Duration {
+pub fn first_look(every: Duration) -> Duration {
     every.saturating_mul(4)
 }

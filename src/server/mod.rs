@@ -178,7 +178,7 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         .with_secure_cookies(args.secure_cookies)
         .with_quotas(quotas)
         .with_list_cache_ttl(Duration::from_millis(args.list_cache_ms));
-    let payments = crate::payments::Payments::from_args(&args.payments)?;
+    let payments = args.payments.connect()?;
     let state = match payments.clone() {
         Some(payments) => state.with_payments(payments),
         None => state,

@@ -55,16 +55,13 @@ pub struct CreateEvent {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 120)]
     hold_minutes: Option<i64>,
-    /// Minutes a buyer of a ticket with a price has to pay; absent or
-    /// null: 15.
+    /// Minutes a buyer of a priced ticket has to pay; absent or null: 15.
     #[serde(default)]
     #[schema(minimum = 2, maximum = 120)]
     pay_minutes: Option<i64>,
-    /// Who takes the money for tickets with a price: `stripe` (the
-    /// default: orders are held until paid) or `offline` (the organizer,
-    /// outside Stampede: orders are confirmed at once).
+    /// Who takes the money for priced tickets: `stripe` (default; orders
+    /// held until paid) or `offline` (the organizer, outside Stampede).
     #[serde(default)]
-    #[schema(example = "stripe")]
     payment: Option<String>,
     #[schema(min_items = 1, max_items = 20)]
     ticket_types: Vec<CreateTicketType>,
@@ -169,9 +166,9 @@ pub struct EventBody {
     /// Minutes orders are held for their buyers' confirmation by mail;
     /// null: confirmed at once.
     hold_minutes: Option<i64>,
-    /// Minutes a buyer of a ticket with a price has to pay.
+    /// Minutes a buyer of a priced ticket has to pay; `payment`: `stripe`
+    /// or `offline`.
     pay_minutes: i64,
-    /// `stripe` or `offline`.
     payment: String,
     ticket_types: Vec<TicketTypeBody>,
 }
@@ -356,10 +353,7 @@ pub struct OrderBody {
     /// The order page that can cancel (`/orders/{id}?s=...`), with the secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     cancel_url: Option<String>,
-    /// Only on the answer that created a held order with a price: the pay
-    /// page (`/orders/{id}/pay?s=...`), where the buyer pays by card through
-    /// Stripe (it leads to the order page when the organizer collects the
-    /// money).
+    /// Only on the answer that created a held priced order: its pay page.
     #[serde(skip_serializing_if = "Option::is_none")]
     pay_url: Option<String>,
 }
@@ -368,9 +362,9 @@ impl OrderBody {
     pub fn with_secret(mut self, secret: &CancelSecret) -> Self {
         self.cancel_secret = Some(secret.as_str().to_owned());
         self.cancel_url = Some(crate::web::pages::order_url(self.id, Some(secret)));
-        if self.status == OrderStatus::Held && self.unit_price_minor > 0 {
-            self.pay_url = Some(format!("/orders/{}/pay?s={}", self.id, secret.as_str()));
-        }
+        let priced_hold = self.status == OrderStatus::Held && self.unit_price_minor > 0;
+        self.pay_url =
+            priced_hold.then(|| format!("/orders/{}/pay?s={}", self.id, secret.as_str()));
         self
     }
 }
