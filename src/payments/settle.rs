@@ -102,20 +102,27 @@ async fn settle_once(
             )
             .fetch_optional(&mut *retake)
             .await?;
-            let held = match stock {
-                Some(_) => {
-                    sqlx::query_file_scalar!(
-                        "sql/payments/retake_holding.sql",
-                        order.ticket_type_id,
-                        order.buyer_key,
-                        order.quantity,
-                    )
-                    .fetch_one(&mut *retake)
-                    .await?
-                }
-                None => 0,
-            };
-            if held == 2 {
+            // The buyer's limits with the sale's own statements.
+            let held = stock.is_some()
+                && sqlx::query_file_scalar!(
+                    "sql/sale/hold_ticket_type.sql",
+                    order.ticket_type_id,
+                    order.buyer_key,
+                    order.quantity,
+                )
+                .fetch_optional(&mut *retake)
+                .await?
+                .is_some()
+                && sqlx::query_file_scalar!(
+                    "sql/sale/hold_event.sql",
+                    order.ticket_type_id,
+                    order.buyer_key,
+                    order.quantity,
+                )
+                .fetch_optional(&mut *retake)
+                .await?
+                .is_some();
+            if held {
                 retake.commit().await?;
                 confirm(&mut tx, order.id, now, true, paid).await?
             } else {

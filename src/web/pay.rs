@@ -45,6 +45,40 @@ fn proof_in(query: &str) -> (db::orders::Proof, String) {
     (proof, carry)
 }
 
+/// An order as its pay page and its return page see it.
+struct OrderToPay {
+    status: OrderStatus,
+    quantity: i32,
+    unit_price_minor: i64,
+    currency: String,
+    hold_expires_at: Option<time::OffsetDateTime>,
+    ticket_type_name: String,
+    event_title: String,
+    /// Stripe takes the event's prices.
+    takes_payment: bool,
+    /// The request carries the order's secret or mailed token.
+    proven: bool,
+    payment_status: Option<String>,
+    intent_id: Option<String>,
+}
+
+async fn order_to_pay(
+    state: &AppState,
+    order_id: OrderId,
+    proof: &db::orders::Proof,
+) -> Result<OrderToPay, AppError> {
+    sqlx::query_file_as!(
+        OrderToPay,
+        "sql/payments/order_to_pay.sql",
+        order_id.get(),
+        proof.secret_hash.as_deref(),
+        proof.token_hash.as_deref(),
+    )
+    .fetch_optional(&state.db)
+    .await?
+    .ok_or(AppError::NotFound)
+}
+
 fn connected(state: &AppState) -> Result<&Payments, AppError> {
     state.payments.as_ref().ok_or(AppError::PaymentUnavailable)
 }
@@ -60,15 +94,7 @@ pub async fn pay_page(
 ) -> Result<Response, AppError> {
     let order_id: OrderId = parse_id(&id)?;
     let (proof, carry) = proof_in(&query.unwrap_or_default());
-    let order = sqlx::query_file!(
-        "sql/payments/order_to_pay.sql",
-        order_id.get(),
-        proof.secret_hash.as_deref(),
-        proof.token_hash.as_deref(),
-    )
-    .fetch_optional(&state.db)
-    .await?
-    .ok_or(AppError::NotFound)?;
+    let order = order_to_pay(&state, order_id, &proof).await?;
     if !order.proven {
         return Err(AppError::Forbidden(
             "Open the pay page from the link you got when you bought, or from our mail.",
@@ -138,15 +164,7 @@ pub async fn paid_return(
 ) -> Result<Redirect, AppError> {
     let order_id: OrderId = parse_id(&id)?;
     let (proof, carry) = proof_in(&query.unwrap_or_default());
-    let order = sqlx::query_file!(
-        "sql/payments/order_to_pay.sql",
-        order_id.get(),
-        proof.secret_hash.as_deref(),
-        proof.token_hash.as_deref(),
-    )
-    .fetch_optional(&state.db)
-    .await?
-    .ok_or(AppError::NotFound)?;
+    let order = order_to_pay(&state, order_id, &proof).await?;
     // Stripe is asked once per order every few seconds at most: a buyer
     // reloading this page cannot spend everyone's pacing.
     let ask = order.proven

@@ -85,11 +85,7 @@ async fn a_paid_ticket_is_held_paid_once_and_confirmed_by_stripes_webhook(
     assert_eq!(shop.order_status(order.id).await, "held");
 
     shop.stripe.pay(&intent).await;
-    let confirmed = format!(
-        "SELECT status = 'confirmed' FROM orders WHERE id = '{}'",
-        order.id
-    );
-    shop.wait_until("the webhook confirms the order", &confirmed)
+    shop.wait_confirmed(order.id, "the webhook confirms the order")
         .await;
     let tickets: i64 = sqlx::query_scalar("SELECT count(*) FROM tickets WHERE order_id = $1")
         .bind(order.id)
@@ -205,11 +201,7 @@ async fn a_lost_webhook_is_recovered_by_the_reconciler(
     // Stripe's webhook never comes; the buyer closes the tab after paying.
     let shop = PaidShop::open(&connect, 10, false).await;
     let (order, _) = shop.buy_and_pay("lost@example.org").await;
-    let confirmed = format!(
-        "SELECT status = 'confirmed' FROM orders WHERE id = '{}'",
-        order.id
-    );
-    shop.wait_until("the reconciler confirms the paid order", &confirmed)
+    shop.wait_confirmed(order.id, "the reconciler confirms the paid order")
         .await;
     assert_eq!(shop.messages(order.id, "order.paid").await, 1);
     assert!(shop.proxy.calls("GET /v1/payment_intents/") >= 1);
@@ -238,11 +230,7 @@ async fn a_late_payment_takes_the_stock_again_if_it_is_left(
     expire(&shop.pool, order.id).await;
     assert_eq!(shop.order_status(order.id).await, "cancelled");
     shop.stripe.pay(&intent).await;
-    let confirmed = format!(
-        "SELECT status = 'confirmed' FROM orders WHERE id = '{}'",
-        order.id
-    );
-    shop.wait_until("the late payment confirms the order", &confirmed)
+    shop.wait_confirmed(order.id, "the late payment confirms the order")
         .await;
     let remaining: i32 = sqlx::query_scalar("SELECT remaining FROM ticket_types WHERE id = $1")
         .bind(shop.ticket_type())
@@ -264,11 +252,7 @@ async fn a_late_payment_without_stock_is_refunded_in_full_and_mailed(
     expire(&shop.pool, late.id).await;
     // Meanwhile the ticket went to someone else, who paid.
     let (other, _) = shop.buy_and_pay("quick@example.org").await;
-    let quick = format!(
-        "SELECT status = 'confirmed' FROM orders WHERE id = '{}'",
-        other.id
-    );
-    shop.wait_until("the other buyer's order is confirmed", &quick)
+    shop.wait_confirmed(other.id, "the other buyer's order is confirmed")
         .await;
     shop.stripe.pay(&intent).await;
     let refunded = format!(
@@ -338,11 +322,7 @@ async fn zero_and_three_decimal_currencies_are_charged_in_their_own_minor_units(
         assert_eq!(at_stripe["amount"], minor);
         assert_eq!(at_stripe["currency"], currency.to_lowercase());
         shop.stripe.pay(&intent).await;
-        let confirmed = format!(
-            "SELECT status = 'confirmed' FROM orders WHERE id = '{}'",
-            order.id
-        );
-        shop.wait_until("paid", &confirmed).await;
+        shop.wait_confirmed(order.id, "paid").await;
     }
     assert_money(&shop.pool).await;
 }
@@ -415,11 +395,7 @@ async fn a_payment_made_as_the_hold_ended_with_its_webhook_lost_is_still_settled
     let intent = shop.open_payment(&order).await;
     shop.stripe.pay(&intent).await;
     expire(&shop.pool, order.id).await;
-    let confirmed = format!(
-        "SELECT status = 'confirmed' FROM orders WHERE id = '{}'",
-        order.id
-    );
-    shop.wait_until("the late payment is settled", &confirmed)
+    shop.wait_confirmed(order.id, "the late payment is settled")
         .await;
     assert_eq!(shop.messages(order.id, "order.paid").await, 1);
     assert_money(&shop.pool).await;

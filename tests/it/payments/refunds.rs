@@ -26,11 +26,7 @@ async fn a_buyers_cancel_of_a_paid_order_refunds_it_in_full_once(
 ) {
     let shop = PaidShop::open(&connect, 5, true).await;
     let (order, intent) = shop.buy_and_pay("changed-mind@example.org").await;
-    let confirmed = format!(
-        "SELECT status = 'confirmed' FROM orders WHERE id = '{}'",
-        order.id
-    );
-    shop.wait_until("paid", &confirmed).await;
+    shop.wait_confirmed(order.id, "paid").await;
     let body = crate::common::form_body(&[("s", &order.secret)]);
     let cancel = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -118,11 +114,7 @@ async fn an_app_killed_between_stripes_refund_and_our_record_refunds_once(
 ) {
     let mut shop = PaidShop::open(&connect, 5, true).await;
     let (order, intent) = shop.buy_and_pay("crash@example.org").await;
-    let confirmed = format!(
-        "SELECT status = 'confirmed' FROM orders WHERE id = '{}'",
-        order.id
-    );
-    shop.wait_until("paid", &confirmed).await;
+    shop.wait_confirmed(order.id, "paid").await;
     let made = shop.proxy.swallow_next_refund();
     stampede::sale::cancel_event(
         &shop.pool,

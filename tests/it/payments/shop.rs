@@ -205,6 +205,12 @@ impl PaidShop {
         }
     }
 
+    /// Wait until the order is confirmed.
+    pub async fn wait_confirmed(&self, order: Uuid, what: &str) {
+        let sql = format!("SELECT status = 'confirmed' FROM orders WHERE id = '{order}'");
+        self.wait_until(what, &sql).await;
+    }
+
     /// Outbox rows of `kind` for the order.
     pub async fn messages(&self, order: Uuid, kind: &str) -> i64 {
         sqlx::query_scalar("SELECT count(*) FROM outbox WHERE order_id = $1 AND kind = $2")
