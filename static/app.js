@@ -96,6 +96,23 @@ window.addEventListener("pageshow", () => {
   }
 });
 
+// Event times are written in the event's own zone, with its abbreviation
+// (the server's instant is the truth). A reader whose browser is in another
+// zone also sees the time in their own, before the countdown reads the text.
+const readerZone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+const readerTime = new Intl.DateTimeFormat(undefined, {
+  weekday: "short", day: "numeric", month: "short",
+  hour: "2-digit", minute: "2-digit", timeZoneName: "short",
+});
+for (const at of document.querySelectorAll("time[data-zone]")) {
+  const instant = new Date(at.getAttribute("datetime"));
+  if (!readerZone || at.dataset.zone === readerZone || Number.isNaN(instant.getTime())) continue;
+  const local = document.createElement("span");
+  local.className = "reader-time";
+  local.textContent = ` (${readerTime.format(instant)} your time)`;
+  at.after(local);
+}
+
 // Countdown to the sale opening; the server refuses early purchases anyway.
 // It counts against the server's clock (sent with the page), not the
 // buyer's, and reloads with a random delay of up to two seconds so that the

@@ -784,6 +784,57 @@ async fn the_countdown_follows_the_server_clock_and_reloads_once_into_the_buy_fo
     assert_eq!(same, true, "the page reloaded again");
 }
 
+/// An event in Berlin, read by a browser in New York: the page says the
+/// Berlin time with its abbreviation (from the server), and the script adds
+/// the reader's own local time; both name the same instant.
+#[sqlx::test]
+async fn a_reader_in_another_zone_sees_the_event_time_and_their_own(pool: PgPool) {
+    let driver = Chromedriver::start_in_zone(Some("America/New_York")).await;
+    let app = TestApp::spawn(pool.clone()).await;
+    let fixture = common::event_with_window(
+        &pool,
+        time::OffsetDateTime::now_utc() - Span::minutes(5),
+        None,
+        "published",
+        &[common::TicketSpec::new(10, 2, 2)],
+    )
+    .await;
+    let starts_at: time::OffsetDateTime = sqlx::query_scalar(
+        "UPDATE events SET time_zone = 'Europe/Berlin' WHERE id = $1 RETURNING starts_at",
+    )
+    .bind(fixture.event_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let instant = jiff::Timestamp::from_nanosecond(starts_at.unix_timestamp_nanos()).unwrap();
+    let in_zone = |zone: &str, format: &str| {
+        instant
+            .to_zoned(jiff::tz::TimeZone::get(zone).unwrap())
+            .strftime(format)
+            .to_string()
+    };
+    let buyer = driver.browser().await;
+    let page = format!("/events/{}", fixture.event_id);
+    buyer.goto(&app.url(&page)).await.unwrap();
+    wait_for_path(&buyer, "the event page", |p| p == page).await;
+    let meta = texts(&buyer, "article.event p.meta").await.join(" ");
+    // The server's words: Berlin's local time, labeled (CET or CEST).
+    let berlin = in_zone("Europe/Berlin", "%H:%M %Z");
+    assert!(meta.contains(&berlin), "{berlin} not in {meta:?}");
+    // The browser's: New York's, in its locale's 12-hour clock.
+    let reader = texts(&buyer, "article.event p.meta .reader-time")
+        .await
+        .join(" ");
+    let new_york = in_zone("America/New_York", "%I:%M %p");
+    assert!(reader.contains(&new_york), "{new_york} not in {reader:?}");
+    let abbreviation = in_zone("America/New_York", "%Z");
+    assert!(
+        reader.contains(&abbreviation) && reader.contains("your time"),
+        "{reader:?}"
+    );
+    screenshot(&buyer, "event-in-its-own-time").await;
+}
+
 /// The waiting room in a real browser: a buyer joins the pre-queue (the Web
 /// Worker solves the challenge), a second tab of the same browser gets the
 /// same place, the place falls as others are let in (the page refreshes
@@ -1188,6 +1239,12 @@ struct Chromedriver {
 
 impl Chromedriver {
     async fn start() -> Self {
+        Self::start_in_zone(None).await
+    }
+
+    /// With `TZ` set for the driver and the browsers it starts: a reader
+    /// in that time zone.
+    async fn start_in_zone(zone: Option<&str>) -> Self {
         for path in [CHROMEDRIVER, CHROMIUM] {
             assert!(
                 Path::new(path).exists(),
@@ -1204,7 +1261,11 @@ impl Chromedriver {
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new(CHROMEDRIVER)
+        let mut command = Command::new(CHROMEDRIVER);
+        if let Some(zone) = zone {
+            command.env("TZ", zone);
+        }
+        let child = command
             .arg(format!("--port={port}"))
             .arg(format!(
                 "--log-path={}",

@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use crate::{
     domain::{
         DoorLinkId, DoorName, DoorSecret, DoorWindow, EventId, ForField, InvalidField, OrganizerId,
-        parse_datetime,
+        Zone,
     },
     error::AppError,
 };
@@ -69,11 +69,16 @@ pub struct NewDoorLink {
 
 impl NewDoorLink {
     /// From the dashboard's form (times as RFC 3339 or `datetime-local`,
-    /// read as UTC).
-    pub fn parse(door: &str, valid_from: &str, valid_until: &str) -> Result<Self, InvalidField> {
+    /// read in the event's zone).
+    pub fn parse(
+        zone: &Zone,
+        door: &str,
+        valid_from: &str,
+        valid_until: &str,
+    ) -> Result<Self, InvalidField> {
         let door = DoorName::parse(door).for_field("door")?;
-        let from = parse_datetime(valid_from).for_field("valid_from")?;
-        let until = parse_datetime(valid_until).for_field("valid_until")?;
+        let from = zone.parse_datetime(valid_from).for_field("valid_from")?;
+        let until = zone.parse_datetime(valid_until).for_field("valid_until")?;
         Ok(Self {
             door,
             window: DoorWindow::new(from, until)?,
@@ -89,6 +94,7 @@ pub struct OpenDoor {
     pub event_title: String,
     pub venue: String,
     pub starts_at: OffsetDateTime,
+    pub zone: Zone,
 }
 
 /// Create a link for an event of this organizer's and return its secret,
@@ -176,9 +182,10 @@ pub async fn open(
         return Err(AppError::NotFound);
     };
     let row = sqlx::query!(
-        "SELECT l.event_id, l.door, l.valid_from, l.valid_until, e.title, e.venue, e.starts_at
+        r#"SELECT l.event_id, l.door, l.valid_from, l.valid_until, e.title, e.venue, e.starts_at,
+                e.time_zone AS "zone: Zone"
          FROM door_links l JOIN events e ON e.id = l.event_id
-         WHERE l.secret_hash = $1 AND l.revoked_at IS NULL",
+         WHERE l.secret_hash = $1 AND l.revoked_at IS NULL"#,
         &secret.hash(),
     )
     .fetch_optional(db)
@@ -197,5 +204,6 @@ pub async fn open(
         event_title: row.title,
         venue: row.venue,
         starts_at: row.starts_at,
+        zone: row.zone,
     })
 }

@@ -83,6 +83,18 @@ pub struct ServeArgs {
     #[arg(long, env = "STAMPEDE_PUBLIC_URL", global = true)]
     pub public_url: Option<String>,
 
+    /// The time zone of events whose organizer names none: an IANA name
+    /// such as Europe/Berlin. Each event keeps its own (its form's and the
+    /// API's `time_zone`).
+    #[arg(
+        long,
+        env = "STAMPEDE_TIME_ZONE",
+        default_value = "UTC",
+        value_parser = crate::domain::Zone::parse,
+        global = true
+    )]
+    pub time_zone: crate::domain::Zone,
+
     /// How often each instance looks for expired holds, in milliseconds.
     #[arg(
         long,

@@ -6,7 +6,7 @@ use sqlx::PgPool;
 use time::OffsetDateTime;
 
 use crate::{
-    domain::{EventId, OrderId},
+    domain::{EventId, OrderId, Zone},
     error::AppError,
 };
 
@@ -20,6 +20,8 @@ pub struct OrderContext {
     pub event_title: String,
     pub venue: String,
     pub starts_at: OffsetDateTime,
+    /// The event's: the page's times are local times in it.
+    pub zone: Zone,
 }
 
 /// One ticket of an order: what the door scans.
@@ -64,7 +66,8 @@ pub async fn context(db: &PgPool, order_id: OrderId) -> Result<OrderContext, App
     sqlx::query_as!(
         OrderContext,
         r#"SELECT o.cancelled_at, t.name AS ticket_type_name,
-                  e.id AS event_id, e.title AS event_title, e.venue, e.starts_at
+                  e.id AS event_id, e.title AS event_title, e.venue, e.starts_at,
+                  e.time_zone AS "zone: Zone"
            FROM orders o
            JOIN ticket_types t ON t.id = o.ticket_type_id
            JOIN events e ON e.id = t.event_id

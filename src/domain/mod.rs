@@ -26,6 +26,7 @@ mod sales_chart;
 mod status;
 mod text;
 mod webhook;
+mod zone;
 
 pub use buyer_key::{BuyerKey, BuyerLimits, LimitBreach};
 pub use checkin::{
@@ -38,7 +39,7 @@ pub use email::Email;
 pub use event::{
     DEFAULT_HOLD_MINUTES, DEFAULT_PAY_MINUTES, EventInput, MAX_HOLD_MINUTES, MAX_PAY_MINUTES,
     MAX_TICKET_TYPES, MIN_PAY_MINUTES, NewEvent, NewTicketType, TicketTypeInput, hold_minutes_text,
-    parse_datetime, payment_text,
+    payment_text,
 };
 pub use format::{decimal_price, format_price, format_time};
 pub use idempotency::{CancelSecret, IdempotencyKey, MAX_KEY_CHARS, MIN_KEY_CHARS};
@@ -70,6 +71,7 @@ pub use webhook::{
     MAX_WEBHOOK_DESCRIPTION_CHARS, MAX_WEBHOOK_ENDPOINTS, MAX_WEBHOOK_URL_CHARS, RetrySchedule,
     WEBHOOK_EVENT_TYPES, WebhookUrl, parse_event_types, parse_webhook_description,
 };
+pub use zone::Zone;
 
 /// One invalid input field: which one, and a sentence a person can act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

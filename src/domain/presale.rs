@@ -4,7 +4,7 @@
 use rand::Rng as _;
 use time::OffsetDateTime;
 
-use super::{ForField as _, InvalidField, TicketTypeId, parse_datetime};
+use super::{ForField as _, InvalidField, TicketTypeId, Zone};
 
 /// Codes made in one request at most.
 pub const MAX_CODES_PER_BATCH: i64 = 1000;
@@ -83,7 +83,8 @@ pub struct NewCodes {
 }
 
 impl CodeInput {
-    pub fn parse(&self) -> Result<NewCodes, InvalidField> {
+    /// Checked, with local times read in the event's zone.
+    pub fn parse(&self, zone: &Zone) -> Result<NewCodes, InvalidField> {
         let count = match self.count.trim() {
             "" => 1,
             raw => whole(raw, 1, MAX_CODES_PER_BATCH).for_field("count")?,
@@ -101,7 +102,7 @@ impl CodeInput {
         let max_uses = whole(self.max_uses.trim(), 1, MAX_CODE_USES).for_field("max_uses")? as i32;
         let when = |raw: &str, field: &str| match raw.trim() {
             "" => Ok(None),
-            raw => parse_datetime(raw).map(Some).for_field(field),
+            raw => zone.parse_datetime(raw).map(Some).for_field(field),
         };
         let valid_from = when(&self.valid_from, "valid_from")?;
         let valid_until = when(&self.valid_until, "valid_until")?;
@@ -194,17 +195,17 @@ mod tests {
     fn one_chosen_code_or_many_generated_ones() {
         let mut one = input();
         one.code = "fans".into();
-        let parsed = one.parse().unwrap();
+        let parsed = one.parse(&Zone::utc()).unwrap();
         assert_eq!(parsed.codes, [PresaleCode::parse("FANS").unwrap()]);
         assert_eq!(parsed.max_uses, 10);
         let mut many = input();
         many.count = "25".into();
-        let parsed = many.parse().unwrap();
+        let parsed = many.parse(&Zone::utc()).unwrap();
         assert_eq!(parsed.codes.len(), 25);
         let mut both = input();
         both.code = "fans".into();
         both.count = "2".into();
-        assert_eq!(both.parse().unwrap_err().field, "count");
+        assert_eq!(both.parse(&Zone::utc()).unwrap_err().field, "count");
         for (field, set) in [
             (
                 "count",
@@ -222,12 +223,12 @@ mod tests {
         ] {
             let mut bad = input();
             set(&mut bad);
-            assert_eq!(bad.parse().unwrap_err().field, field);
+            assert_eq!(bad.parse(&Zone::utc()).unwrap_err().field, field);
         }
         let mut window = input();
         window.valid_from = "2027-01-02T10:00".into();
         window.valid_until = "2027-01-01T10:00".into();
-        assert_eq!(window.parse().unwrap_err().field, "valid_until");
+        assert_eq!(window.parse(&Zone::utc()).unwrap_err().field, "valid_until");
     }
 
     #[test]

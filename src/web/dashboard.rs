@@ -37,7 +37,7 @@ pub async fn show(
 ) -> Result<Markup, AppError> {
     let detail = db::events::find_owned(&state.db, organizer.id, parse_id(&id)?).await?;
     let now = state.clock.now();
-    let input = LinkInput::defaults(now, detail.event.starts_at);
+    let input = LinkInput::defaults(now, detail.event.starts_at, &detail.event.zone);
     render(
         &state,
         &organizer,
@@ -78,6 +78,7 @@ pub(super) async fn render(
     let room = waiting_room::status(&state.db, detail.event.id, now).await?;
     let door = DoorPanel {
         links: &links,
+        zone: &detail.event.zone,
         now,
         input,
         created,
@@ -140,6 +141,7 @@ pub async fn orders_csv(
         state.db.clone(),
         organizer.id,
         detail.event.id,
+        detail.event.zone.clone(),
         state.limits.export_stall,
     )?;
     let disposition = HeaderValue::try_from(format!(

@@ -129,14 +129,22 @@ pub async fn create_link(
         valid_from: fields.get("valid_from").to_owned(),
         valid_until: fields.get("valid_until").to_owned(),
     };
-    let created =
-        match links::NewDoorLink::parse(&input.door, &input.valid_from, &input.valid_until) {
-            Ok(new) => links::create(&state.db, organizer.id, detail.event.id, &new).await,
-            Err(invalid) => Err(invalid.into()),
-        };
+    let created = match links::NewDoorLink::parse(
+        &detail.event.zone,
+        &input.door,
+        &input.valid_from,
+        &input.valid_until,
+    ) {
+        Ok(new) => links::create(&state.db, organizer.id, detail.event.id, &new).await,
+        Err(invalid) => Err(invalid.into()),
+    };
     match created {
         Ok(secret) => {
-            let blank = LinkInput::defaults(state.clock.now(), detail.event.starts_at);
+            let blank = LinkInput::defaults(
+                state.clock.now(),
+                detail.event.starts_at,
+                &detail.event.zone,
+            );
             let page = dashboard::render(
                 &state,
                 &organizer,

@@ -26,7 +26,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::{
     db::{self, dashboard::ExportRow},
-    domain::{EventId, OrganizerId},
+    domain::{EventId, OrganizerId, Zone},
     error::AppError,
 };
 
@@ -101,6 +101,7 @@ pub fn orders_csv_body(
     db: PgPool,
     organizer_id: OrganizerId,
     event_id: EventId,
+    zone: Zone,
     stall: Duration,
 ) -> Result<Body, AppError> {
     let slot = OrganizerSlot::take(organizer_id).ok_or(AppError::TooManyRequests {
@@ -110,7 +111,7 @@ pub fn orders_csv_body(
     let (tx, rx) = mpsc::channel::<Chunk>(CHUNKS_AHEAD);
     tokio::spawn(async move {
         let (_slot, _permit) = (slot, permit);
-        if let Err(err) = stream_rows(&db, (organizer_id, event_id), stall, &tx).await {
+        if let Err(err) = stream_rows(&db, (organizer_id, event_id), &zone, stall, &tx).await {
             tracing::warn!(%event_id, error = %err, "CSV export cut short");
             // The client sees the body end in an error, not a short file.
             let _ = tx.send(Err(std::io::Error::other(err.to_string()))).await;
@@ -135,6 +136,7 @@ enum Cut {
 async fn stream_rows(
     db: &PgPool,
     (organizer_id, event_id): (OrganizerId, EventId),
+    zone: &Zone,
     stall: Duration,
     tx: &mpsc::Sender<Chunk>,
 ) -> Result<(), Cut> {
@@ -159,7 +161,7 @@ async fn stream_rows(
         let full_page = page.len() as i64 == ROWS_PER_PAGE;
         after = page.last().map(|row| (row.created_at, row.id));
         for row in &page {
-            write_row(&mut writer, row)?;
+            write_row(&mut writer, row, zone)?;
             if writer.get_ref().len() >= CHUNK_BYTES {
                 let full = std::mem::replace(&mut writer, new_writer());
                 let chunk = full
@@ -181,8 +183,10 @@ async fn stream_rows(
     Ok(())
 }
 
-/// The columns of the CSV export, in order.
-pub const CSV_HEADER: [&str; 11] = [
+/// The columns of the CSV export, in order: `created_at` is RFC 3339 in
+/// UTC (`Z`), `created_at_local` the same instant in the event's zone with
+/// its offset and name ("2027-07-10T19:30:00+02:00[Europe/Berlin]").
+pub const CSV_HEADER: [&str; 12] = [
     "order_id",
     "created_at",
     "email",
@@ -194,6 +198,7 @@ pub const CSV_HEADER: [&str; 11] = [
     "ticket_codes",
     "payment",
     "payment_intent",
+    "created_at_local",
 ];
 
 /// A cell that a spreadsheet would run as a formula (or that some treat as
@@ -208,7 +213,11 @@ pub fn neutralise_cell(cell: &str) -> Cow<'_, str> {
 
 /// One order as a CSV record (RFC 4180, quoted where needed, UTF-8), every
 /// cell neutralised against formula injection.
-fn write_row(writer: &mut csv::Writer<Vec<u8>>, row: &ExportRow) -> Result<(), AppError> {
+fn write_row(
+    writer: &mut csv::Writer<Vec<u8>>,
+    row: &ExportRow,
+    zone: &Zone,
+) -> Result<(), AppError> {
     let created_at = row
         .created_at
         .to_offset(UtcOffset::UTC)
@@ -226,6 +235,7 @@ fn write_row(writer: &mut csv::Writer<Vec<u8>>, row: &ExportRow) -> Result<(), A
         row.ticket_codes.clone(),
         row.payment.clone(),
         row.payment_intent.clone(),
+        zone.format_csv(row.created_at),
     ];
     writer
         .write_record(cells.iter().map(|cell| neutralise_cell(cell).into_owned()))

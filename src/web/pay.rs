@@ -16,7 +16,7 @@ use super::{
 };
 use crate::{
     db,
-    domain::{CancelSecret, ConfirmToken, OrderId, OrderStatus},
+    domain::{CancelSecret, ConfirmToken, OrderId, OrderStatus, Zone},
     error::AppError,
     payments::{
         Payments, intent,
@@ -54,6 +54,7 @@ struct OrderToPay {
     hold_expires_at: Option<time::OffsetDateTime>,
     ticket_type_name: String,
     event_title: String,
+    zone: Zone,
     /// Stripe takes the event's prices.
     takes_payment: bool,
     /// The request carries the order's secret or mailed token.
@@ -124,6 +125,7 @@ pub async fn pay_page(
             total_minor: total,
             currency: &order.currency,
             hold_expires_at: order.hold_expires_at,
+            zone: &order.zone,
             publishable_key: &payments.publishable_key,
             client_secret: &open.client_secret,
             js_url: payments.js_url.as_str(),

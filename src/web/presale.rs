@@ -84,7 +84,8 @@ pub async fn create(
         valid_until: form.valid_until.clone(),
         ticket_type_ids: form.ticket_type_ids.clone(),
     };
-    let created = match input.parse() {
+    let zone = db::events::zone_owned(&state.db, organizer.id, event_id).await?;
+    let created = match input.parse(&zone) {
         Ok(new) => {
             db::presale::create(&state.db, organizer.id, event_id, &state.quotas, &new).await
         }

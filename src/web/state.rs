@@ -114,6 +114,8 @@ pub struct Shared {
     pub code_guard: CodeGuard,
     /// Stripe, if connected (`crate::payments`).
     pub payments: Option<crate::payments::Payments>,
+    /// The zone of events whose organizer names none.
+    pub time_zone: crate::domain::Zone,
 }
 
 impl AppState {
@@ -159,6 +161,7 @@ impl AppState {
             webhooks_allow_private: false,
             code_guard: CodeGuard::new(Limits::default().code_failures_per_ip),
             payments: None,
+            time_zone: crate::domain::Zone::utc(),
         }))
     }
 
@@ -169,6 +172,11 @@ impl AppState {
 
     pub fn with_quotas(mut self, quotas: Quotas) -> Self {
         self.shared_mut().quotas = quotas;
+        self
+    }
+
+    pub fn with_time_zone(mut self, zone: crate::domain::Zone) -> Self {
+        self.shared_mut().time_zone = zone;
         self
     }
 

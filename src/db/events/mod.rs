@@ -11,12 +11,12 @@ use time::OffsetDateTime;
 pub(in crate::db) use guard::lock_organizer;
 pub use read::{
     find, find_owned, find_published, list_for_organizer, list_for_organizer_page,
-    list_published_page,
+    list_published_page, zone_owned,
 };
 pub use status::set_status;
 pub use write::{create, delete_ticket_type, update};
 
-use crate::domain::{EventId, EventStatus, SaleState, SaleWindow, TicketTypeId};
+use crate::domain::{EventId, EventStatus, SaleState, SaleWindow, TicketTypeId, Zone};
 
 #[derive(Debug, Clone)]
 pub struct Event {
@@ -37,6 +37,8 @@ pub struct Event {
     pub pay_seconds: i32,
     /// Stripe takes the money for its tickets with a price.
     pub takes_payment: bool,
+    /// Its local times are typed and shown in this zone.
+    pub zone: Zone,
 }
 
 impl Event {

@@ -7,7 +7,9 @@ use time::OffsetDateTime;
 
 use super::{Event, EventDetail, TicketType};
 use crate::{
-    domain::{EVENTS_PER_PAGE, EventCursor, EventId, EventListQuery, EventStatus, OrganizerId},
+    domain::{
+        EVENTS_PER_PAGE, EventCursor, EventId, EventListQuery, EventStatus, OrganizerId, Zone,
+    },
     error::AppError,
 };
 
@@ -27,6 +29,23 @@ pub async fn find_owned(
         .ok_or(AppError::NotFound)
 }
 
+/// The zone of an event of this organizer's, that its forms' local times
+/// are read in; any other organizer's is "not found".
+pub async fn zone_owned(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    event_id: EventId,
+) -> Result<Zone, AppError> {
+    sqlx::query_scalar!(
+        r#"SELECT time_zone AS "zone: Zone" FROM events WHERE id = $1 AND organizer_id = $2"#,
+        event_id.get(),
+        organizer_id.get(),
+    )
+    .fetch_optional(db)
+    .await?
+    .ok_or(AppError::NotFound)
+}
+
 /// One event with its ticket types, if it exists (and has this owner).
 async fn find_where(
     db: &PgPool,
@@ -37,7 +56,7 @@ async fn find_where(
         Event,
         r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
                   status AS "status: EventStatus", max_per_buyer, hold_seconds, pay_seconds,
-                  payment = 'stripe' AS "takes_payment!"
+                  payment = 'stripe' AS "takes_payment!", time_zone AS "zone: Zone"
            FROM events WHERE id = $1 AND ($2::uuid IS NULL OR organizer_id = $2)"#,
         event_id.get(),
         owner.map(OrganizerId::get),
@@ -73,7 +92,7 @@ pub async fn list_published_page(
         Event,
         r#"SELECT id, title, '' AS "description!", venue, starts_at, sale_opens_at, sale_closes_at,
                   status AS "status: EventStatus", max_per_buyer, hold_seconds, pay_seconds,
-                  payment = 'stripe' AS "takes_payment!"
+                  payment = 'stripe' AS "takes_payment!", time_zone AS "zone: Zone"
            FROM events
            WHERE status = 'published' AND starts_at > $1
              AND (starts_at, id) > (COALESCE($2, '-infinity'::timestamptz),
@@ -123,7 +142,7 @@ pub async fn list_for_organizer_page(
         Event,
         r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
                   status AS "status: EventStatus", max_per_buyer, hold_seconds, pay_seconds,
-                  payment = 'stripe' AS "takes_payment!"
+                  payment = 'stripe' AS "takes_payment!", time_zone AS "zone: Zone"
            FROM events
            WHERE organizer_id = $1
              AND (starts_at, id) > (COALESCE($2, '-infinity'::timestamptz),
@@ -158,7 +177,7 @@ async fn list(
         Event,
         r#"SELECT id, title, description, venue, starts_at, sale_opens_at, sale_closes_at,
                   status AS "status: EventStatus", max_per_buyer, hold_seconds, pay_seconds,
-                  payment = 'stripe' AS "takes_payment!"
+                  payment = 'stripe' AS "takes_payment!", time_zone AS "zone: Zone"
            FROM events
            WHERE CASE WHEN $1::uuid IS NULL THEN status = 'published' AND starts_at > $2
                       ELSE organizer_id = $1 END

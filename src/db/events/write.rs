@@ -60,6 +60,7 @@ async fn save(
         new.hold_seconds,
         new.pay_seconds,
         new.takes_payment,
+        new.zone.name(),
     )
     .fetch_optional(tx)
     .await?;

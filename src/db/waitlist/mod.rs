@@ -24,7 +24,7 @@ pub use offers::{offer_returned_stock, set_offers};
 use crate::{
     domain::{
         ConfirmKey, ConfirmToken, Email, EntryCursor, EntryQuery, EventId, InvalidField, OrderId,
-        OrderStatus, OrganizerId, Quantity, TicketTypeId, WaitlistEntryId, WaitlistStatus,
+        OrderStatus, OrganizerId, Quantity, TicketTypeId, WaitlistEntryId, WaitlistStatus, Zone,
     },
     error::AppError,
 };
@@ -150,6 +150,8 @@ pub struct Entry {
     pub order_id: Option<OrderId>,
     pub order_status: Option<OrderStatus>,
     pub hold_expires_at: Option<OffsetDateTime>,
+    /// The event's: the page's times are local times in it.
+    pub zone: Zone,
     /// Tickets of the type on sale right now.
     pub remaining: i32,
 }
@@ -172,7 +174,7 @@ pub async fn find(
                   o.id AS "order_id?",
                   CASE WHEN o.cancel_reason = 'expired' THEN 'expired' ELSE o.status END
                       AS "order_status?: OrderStatus",
-                  o.hold_expires_at AS "hold_expires_at?"
+                  o.hold_expires_at AS "hold_expires_at?", e.time_zone AS "zone: Zone"
            FROM waitlist_entries w
            JOIN ticket_types t ON t.id = w.ticket_type_id
            JOIN events e ON e.id = t.event_id
@@ -200,6 +202,7 @@ pub async fn find(
         order_id: row.order_id.map(OrderId::from),
         order_status: row.order_status,
         hold_expires_at: row.hold_expires_at,
+        zone: row.zone,
         remaining: row.remaining,
     })
 }

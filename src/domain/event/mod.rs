@@ -12,12 +12,11 @@ mod tests;
 use time::OffsetDateTime;
 
 pub use ticket_type::{MAX_PER_BUYER, NewTicketType, TicketTypeInput};
-pub use window::parse_datetime;
 
 use fields::{text, whole};
 use window::parse_dates;
 
-use super::{EventStatus, ForField, InvalidField, Lines, SaleWindow, refuse_control};
+use super::{EventStatus, ForField, InvalidField, Lines, SaleWindow, Zone, refuse_control};
 
 pub const MAX_TICKET_TYPES: usize = 20;
 /// The longest hold an organizer can choose (the suggested one is 10).
@@ -62,6 +61,8 @@ pub struct EventInput {
     /// Who takes the money for tickets with a price: `stripe` (or blank),
     /// or `offline` (the organizer: at the door, by invoice).
     pub payment: String,
+    /// An IANA name; blank: the deployment's default zone.
+    pub time_zone: String,
     pub ticket_types: Vec<TicketTypeInput>,
 }
 
@@ -83,11 +84,19 @@ pub struct NewEvent {
     /// Stripe takes the money for tickets with a price (else the organizer
     /// does, outside Stampede, and such orders are confirmed as free ones).
     pub takes_payment: bool,
+    /// The zone its local times were typed in and are shown in.
+    pub zone: Zone,
     pub ticket_types: Vec<NewTicketType>,
 }
 
 impl EventInput {
-    pub fn parse(&self) -> Result<NewEvent, InvalidField> {
+    /// Checked, with local times read in the event's zone (`default_zone`
+    /// when none is given).
+    pub fn parse(&self, default_zone: &Zone) -> Result<NewEvent, InvalidField> {
+        let zone = match self.time_zone.trim() {
+            "" => default_zone.clone(),
+            raw => Zone::parse(raw).for_field("time_zone")?,
+        };
         let title = text(&self.title, 200).for_field("title")?;
         let venue = text(&self.venue, 200).for_field("venue")?;
         let description = self.description.trim().to_owned();
@@ -98,8 +107,12 @@ impl EventInput {
                 "Keep the description under 10,000 characters.",
             ));
         }
-        let (starts_at, sale_opens_at, sale_closes_at) =
-            parse_dates(&self.starts_at, &self.sale_opens_at, &self.sale_closes_at)?;
+        let (starts_at, sale_opens_at, sale_closes_at) = parse_dates(
+            &zone,
+            &self.starts_at,
+            &self.sale_opens_at,
+            &self.sale_closes_at,
+        )?;
         let max_per_buyer = match self.max_per_buyer.trim() {
             "" => None,
             raw => Some(whole(raw, 1, MAX_PER_BUYER).for_field("max_per_buyer")? as i32),
@@ -181,6 +194,7 @@ impl EventInput {
             hold_seconds,
             pay_seconds,
             takes_payment,
+            zone,
             ticket_types,
         })
     }

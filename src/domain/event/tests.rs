@@ -21,7 +21,7 @@ fn valid() -> EventInput {
 
 #[test]
 fn parses_a_valid_event_with_defaults() {
-    let event = valid().parse().unwrap();
+    let event = valid().parse(&Zone::utc()).unwrap();
     assert_eq!(event.window.status, EventStatus::Draft);
     let tt = &event.ticket_types[0];
     assert_eq!(
@@ -39,17 +39,23 @@ fn parses_a_valid_event_with_defaults() {
 fn names_the_field_that_is_wrong() {
     let mut input = valid();
     input.ticket_types[0].capacity = "-5".into();
-    assert_eq!(input.parse().unwrap_err().field, "ticket_types[0].capacity");
+    assert_eq!(
+        input.parse(&Zone::utc()).unwrap_err().field,
+        "ticket_types[0].capacity"
+    );
 
     let mut input = valid();
     input.sale_opens_at = "2027-04-01T10:00".into();
-    assert_eq!(input.parse().unwrap_err().field, "sale_opens_at");
+    assert_eq!(
+        input.parse(&Zone::utc()).unwrap_err().field,
+        "sale_opens_at"
+    );
 
     let mut input = valid();
     input.ticket_types[0].max_per_order = "5".into();
     input.ticket_types[0].max_per_buyer = "2".into();
     assert_eq!(
-        input.parse().unwrap_err().field,
+        input.parse(&Zone::utc()).unwrap_err().field,
         "ticket_types[0].max_per_buyer"
     );
 }
@@ -69,15 +75,15 @@ fn a_nul_byte_names_its_field() {
     for (spoil, field) in cases {
         let mut input = valid();
         spoil(&mut input);
-        assert_eq!(input.parse().unwrap_err().field, field);
+        assert_eq!(input.parse(&Zone::utc()).unwrap_err().field, field);
     }
     let mut input = valid();
     input.description = "Doors at 7.\r\n\tBar open.".into();
-    assert!(input.parse().is_ok());
+    assert!(input.parse(&Zone::utc()).is_ok());
 }
 
 fn field_of(input: &EventInput) -> String {
-    input.parse().unwrap_err().field
+    input.parse(&Zone::utc()).unwrap_err().field
 }
 
 fn ticket_type(name: &str) -> TicketTypeInput {
@@ -97,7 +103,7 @@ fn blank_rows_are_ignored_but_not_rows_of_existing_ticket_types() {
         max_per_order: "3".into(),
         ..Default::default()
     });
-    assert_eq!(input.parse().unwrap().ticket_types.len(), 1);
+    assert_eq!(input.parse(&Zone::utc()).unwrap().ticket_types.len(), 1);
 
     let existing = TicketTypeInput {
         id: Some(uuid::Uuid::new_v4().into()),
@@ -126,7 +132,7 @@ fn texts_have_a_length_limit() {
     input.title = "t".repeat(200);
     input.description = "d".repeat(10_000);
     input.ticket_types[0].name = "n".repeat(100);
-    assert!(input.parse().is_ok());
+    assert!(input.parse(&Zone::utc()).is_ok());
 
     let mut input = valid();
     input.title = "t".repeat(201);
@@ -164,26 +170,30 @@ fn the_sale_opens_before_the_start_and_closes_after_it_opens() {
 
     let mut input = valid();
     input.sale_closes_at = "2027-01-01T10:01".into();
-    let event = input.parse().unwrap();
+    let event = input.parse(&Zone::utc()).unwrap();
     assert_eq!(
         event.window.closes_at,
-        Some(parse_datetime("2027-01-01T10:01").unwrap())
+        Some(Zone::utc().parse_datetime("2027-01-01T10:01").unwrap())
     );
     assert_eq!(
         event.window.opens_at,
         event.window.closes_at.unwrap() - time::Duration::MINUTE
     );
     assert_eq!(event.starts_at, event.window.starts_at);
-    assert_eq!(valid().parse().unwrap().window.closes_at, None);
+    assert_eq!(valid().parse(&Zone::utc()).unwrap().window.closes_at, None);
 }
 
 #[test]
 fn a_hold_is_blank_or_whole_minutes_within_two_hours() {
-    assert_eq!(valid().parse().unwrap().hold_seconds, None);
+    assert_eq!(valid().parse(&Zone::utc()).unwrap().hold_seconds, None);
     let mut input = valid();
     for (raw, seconds) in [("10", 600), (" 1 ", 60), ("120", 7200)] {
         input.hold_minutes = raw.into();
-        assert_eq!(input.parse().unwrap().hold_seconds, Some(seconds), "{raw}");
+        assert_eq!(
+            input.parse(&Zone::utc()).unwrap().hold_seconds,
+            Some(seconds),
+            "{raw}"
+        );
     }
     for raw in ["0", "-5", "121", "1.5", "ten", "99999999999"] {
         input.hold_minutes = raw.into();
@@ -196,14 +206,17 @@ fn status_and_the_event_limit_per_buyer() {
     let mut input = valid();
     input.status = " published ".into();
     input.max_per_buyer = "12".into();
-    let event = input.parse().unwrap();
+    let event = input.parse(&Zone::utc()).unwrap();
     assert_eq!(event.window.status, EventStatus::Published);
     assert_eq!(event.max_per_buyer, Some(12));
-    assert_eq!(valid().parse().unwrap().max_per_buyer, None);
+    assert_eq!(valid().parse(&Zone::utc()).unwrap().max_per_buyer, None);
 
     let mut input = valid();
     input.status = "draft".into();
-    assert_eq!(input.parse().unwrap().window.status, EventStatus::Draft);
+    assert_eq!(
+        input.parse(&Zone::utc()).unwrap().window.status,
+        EventStatus::Draft
+    );
     let mut input = valid();
     input.status = "cancelled".into();
     assert_eq!(field_of(&input), "status");
@@ -214,7 +227,10 @@ fn status_and_the_event_limit_per_buyer() {
     }
     let mut input = valid();
     input.max_per_buyer = "10000".into();
-    assert_eq!(input.parse().unwrap().max_per_buyer, Some(10_000));
+    assert_eq!(
+        input.parse(&Zone::utc()).unwrap().max_per_buyer,
+        Some(10_000)
+    );
 }
 
 #[test]
@@ -223,7 +239,10 @@ fn at_most_twenty_ticket_types_with_distinct_names() {
     input.ticket_types = (0..MAX_TICKET_TYPES)
         .map(|i| ticket_type(&format!("Type {i}")))
         .collect();
-    assert_eq!(input.parse().unwrap().ticket_types.len(), MAX_TICKET_TYPES);
+    assert_eq!(
+        input.parse(&Zone::utc()).unwrap().ticket_types.len(),
+        MAX_TICKET_TYPES
+    );
     input.ticket_types.push(ticket_type("One too many"));
     assert_eq!(field_of(&input), "ticket_types");
 
@@ -233,7 +252,7 @@ fn at_most_twenty_ticket_types_with_distinct_names() {
     assert_eq!(field_of(&input), "ticket_types[2].name");
     let mut input = valid();
     input.ticket_types.push(ticket_type("Seated"));
-    let event = input.parse().unwrap();
+    let event = input.parse(&Zone::utc()).unwrap();
     let rows: Vec<_> = event
         .ticket_types
         .iter()
@@ -248,11 +267,11 @@ fn ticket_type_prices_and_currencies() {
     input.ticket_types[0].currency = "usd".into();
     let id = TicketTypeId::from(uuid::Uuid::new_v4());
     input.ticket_types[0].id = Some(id);
-    let tt = &input.parse().unwrap().ticket_types[0];
+    let tt = &input.parse(&Zone::utc()).unwrap().ticket_types[0];
     assert_eq!(tt.price.currency.as_str(), "USD");
     assert_eq!(tt.id, Some(id));
     assert_eq!(
-        valid().parse().unwrap().ticket_types[0]
+        valid().parse(&Zone::utc()).unwrap().ticket_types[0]
             .price
             .currency
             .as_str(),
@@ -266,14 +285,24 @@ fn ticket_type_prices_and_currencies() {
     let mut input = valid();
     input.ticket_types[0].price_is_minor = true;
     input.ticket_types[0].price = "2599".into();
-    assert_eq!(input.parse().unwrap().ticket_types[0].price.minor, 2599);
+    assert_eq!(
+        input.parse(&Zone::utc()).unwrap().ticket_types[0]
+            .price
+            .minor,
+        2599
+    );
     for raw in ["25.99", "-1", "100000001"] {
         input.ticket_types[0].price = raw.into();
         assert_eq!(field_of(&input), "ticket_types[0].price_minor", "{raw}");
     }
     let mut input = valid();
     input.ticket_types[0].price = "2599".into();
-    assert_eq!(input.parse().unwrap().ticket_types[0].price.minor, 259_900);
+    assert_eq!(
+        input.parse(&Zone::utc()).unwrap().ticket_types[0]
+            .price
+            .minor,
+        259_900
+    );
     input.ticket_types[0].price = "25.999".into();
     assert_eq!(field_of(&input), "ticket_types[0].price");
 }
@@ -286,7 +315,7 @@ fn capacities_and_limits_per_order_and_buyer() {
         input.ticket_types[0].max_per_order = per_order.into();
         input.ticket_types[0].max_per_buyer = per_buyer.into();
         input
-            .parse()
+            .parse(&Zone::utc())
             .map(|e| {
                 let t = &e.ticket_types[0];
                 (t.capacity, t.max_per_order, t.max_per_buyer)
@@ -312,4 +341,37 @@ fn capacities_and_limits_per_order_and_buyer() {
     assert_eq!(limits("5", "4", "3"), field("max_per_buyer"));
     assert_eq!(limits("5", "4", "10001"), field("max_per_buyer"));
     assert_eq!(limits("5", "4", "0"), field("max_per_buyer"));
+}
+
+#[test]
+fn local_times_are_read_in_the_event_zone_or_the_default_one() {
+    let berlin = Zone::parse("Europe/Berlin").unwrap();
+    // No zone given: the deployment's default.
+    let event = valid().parse(&berlin).unwrap();
+    assert_eq!(event.zone, berlin);
+    assert_eq!(
+        event.starts_at,
+        time::macros::datetime!(2027-03-01 18:30 UTC)
+    );
+    // An instant with its offset stays that instant.
+    assert_eq!(
+        event.window.opens_at,
+        time::macros::datetime!(2027-01-01 10:00 UTC)
+    );
+    let mut input = valid();
+    input.time_zone = "america/new_york".into();
+    let event = input.parse(&berlin).unwrap();
+    assert_eq!(event.zone.name(), "America/New_York");
+    assert_eq!(
+        event.starts_at,
+        time::macros::datetime!(2027-03-02 00:30 UTC)
+    );
+    input.time_zone = "Europe/Atlantis".into();
+    assert_eq!(input.parse(&berlin).unwrap_err().field, "time_zone");
+    // The night the clocks go forward in Berlin: 02:30 does not exist.
+    let mut input = valid();
+    input.starts_at = "2027-03-28T02:30".into();
+    let err = input.parse(&berlin).unwrap_err();
+    assert_eq!(err.field, "starts_at");
+    assert!(err.message.contains("does not exist"), "{}", err.message);
 }

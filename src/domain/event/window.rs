@@ -2,26 +2,26 @@
 //! reader shared by every form and API body, and the order the dates must
 //! be in.
 
-use time::{
-    OffsetDateTime, PrimitiveDateTime, format_description::well_known::Rfc3339,
-    macros::format_description,
-};
+use time::OffsetDateTime;
 
-use crate::domain::{ForField, InvalidField};
+use crate::domain::{ForField, InvalidField, Zone};
 
 /// The start, the sale's opening and its close (blank: at the start), each
 /// checked and named by its field: the sale opens before the event starts
 /// and closes after it opens, by the start.
 pub(super) fn parse_dates(
+    zone: &Zone,
     starts_at: &str,
     sale_opens_at: &str,
     sale_closes_at: &str,
 ) -> Result<(OffsetDateTime, OffsetDateTime, Option<OffsetDateTime>), InvalidField> {
-    let starts_at = parse_datetime(starts_at).for_field("starts_at")?;
-    let sale_opens_at = parse_datetime(sale_opens_at).for_field("sale_opens_at")?;
+    let starts_at = zone.parse_datetime(starts_at).for_field("starts_at")?;
+    let sale_opens_at = zone
+        .parse_datetime(sale_opens_at)
+        .for_field("sale_opens_at")?;
     let sale_closes_at = match sale_closes_at.trim() {
         "" => None,
-        raw => Some(parse_datetime(raw).for_field("sale_closes_at")?),
+        raw => Some(zone.parse_datetime(raw).for_field("sale_closes_at")?),
     };
     if sale_opens_at >= starts_at {
         return Err(InvalidField::new(
@@ -46,23 +46,6 @@ pub(super) fn parse_dates(
     Ok((starts_at, sale_opens_at, sale_closes_at))
 }
 
-/// RFC 3339 (API) or the `datetime-local` form format, read as UTC.
-pub fn parse_datetime(raw: &str) -> Result<OffsetDateTime, String> {
-    let raw = raw.trim();
-    if raw.is_empty() {
-        return Err("This field is required.".into());
-    }
-    if let Ok(t) = OffsetDateTime::parse(raw, &Rfc3339) {
-        return Ok(t);
-    }
-    let minutes = format_description!("[year]-[month]-[day]T[hour]:[minute]");
-    let seconds = format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
-    PrimitiveDateTime::parse(raw, minutes)
-        .or_else(|_| PrimitiveDateTime::parse(raw, seconds))
-        .map(PrimitiveDateTime::assume_utc)
-        .map_err(|_| format!("\"{raw}\" is not a date and time such as 2027-03-01T19:30."))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,6 +53,7 @@ mod tests {
     #[test]
     fn date_times_in_rfc_3339_or_the_form_format() {
         use time::macros::datetime;
+        let parse_datetime = |raw: &str| Zone::utc().parse_datetime(raw);
         assert_eq!(
             parse_datetime("2027-03-01T19:30:00+02:00"),
             Ok(datetime!(2027-03-01 17:30 UTC))

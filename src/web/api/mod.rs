@@ -8,6 +8,7 @@ use axum::{
 use std::net::SocketAddr;
 
 pub mod checkin;
+mod create_wire;
 pub mod doc;
 mod organizer;
 mod organizer_wire;
@@ -22,7 +23,8 @@ mod wire;
 pub use organizer::routes as organizer_routes;
 pub use webhooks::routes as webhook_routes;
 
-use wire::{CreateEvent, CreateOrder, EventBody, EventList, EventPageBody, OrderBody};
+use create_wire::CreateEvent;
+use wire::{CreateOrder, EventBody, EventList, EventPageBody, OrderBody};
 
 use super::{
     AppState,
@@ -62,7 +64,7 @@ pub async fn create_event(
     Extension(organizer): Extension<CurrentOrganizer>,
     ApiJson(body): ApiJson<CreateEvent>,
 ) -> ApiResult<(StatusCode, Json<EventBody>)> {
-    let new = body.into_input().parse()?;
+    let new = body.into_input().parse(&state.time_zone)?;
     let id = db::events::create(&state.db, organizer.id, &state.quotas, &new).await?;
     let detail = db::events::find(&state.db, id)
         .await?

@@ -173,7 +173,8 @@ pub async fn create(
             .map(ToString::to_string)
             .collect(),
     };
-    let new = input.parse()?;
+    let zone = db::events::zone_owned(&state.db, organizer.id, event_id).await?;
+    let new = input.parse(&zone)?;
     let codes = db::presale::create(&state.db, organizer.id, event_id, &state.quotas, &new).await?;
     Ok((StatusCode::CREATED, Json(codes.into())))
 }

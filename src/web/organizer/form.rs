@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use crate::web::{
     extract::{FormFields, PageContext, parse_id},
     views::{
-        self, FormError,
+        FormError,
         organizer::{EventForm, form},
     },
 };
@@ -86,19 +86,27 @@ pub(super) fn event_input(fields: &FormFields) -> Result<EventInput, AppError> {
         hold_minutes: fields.get("hold_minutes").to_owned(),
         pay_minutes: fields.get("pay_minutes").to_owned(),
         payment: fields.get("payment").to_owned(),
+        time_zone: fields.get("time_zone").to_owned(),
         ticket_types,
     })
 }
 
-/// The form shows times to the minute. A time sent back as it was shown
-/// keeps its exact stored value: an event made through the API may open its
-/// sale at 10:00:30, and editing its title must not move that to 10:00.
+/// The form shows times to the minute, in the event's zone. A time sent
+/// back as it was shown, in the same zone, keeps its exact stored value: an
+/// event made through the API may open its sale at 10:00:30, and editing
+/// its title must not move that to 10:00. (A new zone reads the times as
+/// typed in it: the organizer fixing a wrong zone keeps the wall times.)
 /// An edit without the `payment` field (a form from before it existed)
-/// keeps who takes the money.
+/// keeps who takes the money; one without `time_zone`, the zone.
 pub(super) fn keep_unchanged(input: &EventInput, detail: &EventDetail) -> EventInput {
     let event = &detail.event;
+    let time_zone = match input.time_zone.trim() {
+        "" => event.zone.name().to_owned(),
+        sent => sent.to_owned(),
+    };
+    let same_zone = crate::domain::Zone::parse(&time_zone).is_ok_and(|zone| zone == event.zone);
     let exact = |sent: &str, stored: time::OffsetDateTime| {
-        if sent.trim() == views::datetime_local(stored) {
+        if same_zone && sent.trim() == event.zone.input_value(stored) {
             stored
                 .format(&time::format_description::well_known::Rfc3339)
                 .unwrap_or_else(|_| sent.to_owned())
@@ -118,6 +126,7 @@ pub(super) fn keep_unchanged(input: &EventInput, detail: &EventDetail) -> EventI
         } else {
             input.payment.clone()
         },
+        time_zone,
         ..input.clone()
     }
 }
@@ -128,11 +137,11 @@ pub(super) fn input_from(detail: &EventDetail) -> EventInput {
         title: event.title.clone(),
         description: event.description.clone(),
         venue: event.venue.clone(),
-        starts_at: views::datetime_local(event.starts_at),
-        sale_opens_at: views::datetime_local(event.sale_opens_at),
+        starts_at: event.zone.input_value(event.starts_at),
+        sale_opens_at: event.zone.input_value(event.sale_opens_at),
         sale_closes_at: event
             .sale_closes_at
-            .map(views::datetime_local)
+            .map(|at| event.zone.input_value(at))
             .unwrap_or_default(),
         status: event.status.as_str().to_owned(),
         max_per_buyer: event
@@ -142,6 +151,7 @@ pub(super) fn input_from(detail: &EventDetail) -> EventInput {
         hold_minutes: hold_minutes_text(event.hold_seconds),
         pay_minutes: hold_minutes_text(Some(event.pay_seconds)),
         payment: payment_text(event.takes_payment),
+        time_zone: event.zone.name().to_owned(),
         ticket_types: detail
             .ticket_types
             .iter()

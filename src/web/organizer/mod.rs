@@ -44,8 +44,11 @@ pub async fn index(
     Ok(views::organizer::index(&ctx, &events))
 }
 
-pub async fn new_form(ctx: PageContext) -> Markup {
-    let input = EventInput::default();
+pub async fn new_form(State(state): State<AppState>, ctx: PageContext) -> Markup {
+    let input = EventInput {
+        time_zone: state.time_zone.name().to_owned(),
+        ..EventInput::default()
+    };
     form(
         &ctx,
         &EventForm {
@@ -64,7 +67,7 @@ pub async fn create(
     fields: FormFields,
 ) -> Result<Response, AppError> {
     let input = event_input(&fields)?;
-    let result = match input.parse() {
+    let result = match input.parse(&state.time_zone) {
         Ok(new) => db::events::create(&state.db, organizer.id, &state.quotas, &new).await,
         Err(invalid) => Err(invalid.into()),
     };
@@ -103,7 +106,7 @@ pub async fn update(
 ) -> Result<Response, AppError> {
     let detail = db::events::find_owned(&state.db, organizer.id, parse_id(&id)?).await?;
     let input = event_input(&fields)?;
-    let result = match keep_unchanged(&input, &detail).parse() {
+    let result = match keep_unchanged(&input, &detail).parse(&state.time_zone) {
         Ok(new) => {
             db::events::update(
                 &state.db,

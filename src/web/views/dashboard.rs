@@ -7,16 +7,15 @@ use super::{
     chart::sales_chart,
     csrf_field,
     door::{DoorPanel, panel as door_panel},
-    format_time, layout,
+    event_time, layout,
     organizer::{EventPage, status_bar},
-    rfc3339,
 };
 use crate::{
     db::{
         dashboard::{Dashboard, OrdersPage, Revenue, SalesTotals, TicketTypeSales},
         events::EventDetail,
     },
-    domain::{EventId, OrderId, SaleState, decimal_price, format_price},
+    domain::{EventId, OrderId, SaleState, Zone, decimal_price, format_price},
     waiting_room::RoomStatus,
 };
 
@@ -35,7 +34,7 @@ pub fn page(
         html! {
             p.breadcrumb { a href="/organizer" { "← Your events" } }
             h1 { (event.title) }
-            p.meta { (format_time(event.starts_at)) " · " (event.venue) }
+            p.meta { (event_time(&event.zone, event.starts_at)) " · " (event.venue) }
             (status_bar(ctx, event.id, state, EventPage::Dashboard))
             section aria-labelledby="sales-heading" {
                 h2 #sales-heading { "Sales" }
@@ -60,7 +59,7 @@ pub fn page(
                         "Download all orders (CSV)"
                     }
                 }
-                (orders(event.id, &dashboard.orders))
+                (orders(event.id, &event.zone, &dashboard.orders))
             }
         },
     )
@@ -253,7 +252,7 @@ pub fn orders_href(event_id: EventId, query: &str, page: i64) -> String {
     )
 }
 
-fn orders(event_id: EventId, orders: &OrdersPage) -> Markup {
+fn orders(event_id: EventId, zone: &Zone, orders: &OrdersPage) -> Markup {
     let query = orders.query.as_str();
     html! {
         form.search method="get" action={ "/organizer/events/" (event_id) "#orders-heading" } role="search" {
@@ -288,7 +287,7 @@ fn orders(event_id: EventId, orders: &OrdersPage) -> Markup {
                     tbody {
                         @for order in &orders.rows {
                             tr data-order=(order.id) {
-                                td { time datetime=(rfc3339(order.created_at)) { (format_time(order.created_at)) } }
+                                td { (event_time(zone, order.created_at)) }
                                 td { (order.email) }
                                 td { (order.ticket_type) }
                                 td.num { (order.quantity) }

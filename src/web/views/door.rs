@@ -4,15 +4,13 @@
 use maud::{Markup, html};
 use time::OffsetDateTime;
 
-use super::{
-    FormError, PageContext, csrf_field, datetime_local, error_notice, format_time, invalid, layout,
-};
+use super::{FormError, PageContext, csrf_field, error_notice, invalid, layout};
 use crate::{
     checkin::{
         Answer,
         links::{DoorLink, LinkState, OpenDoor},
     },
-    domain::{CheckInResult, DoorSecret, EventId, ScanNonce},
+    domain::{CheckInResult, DoorSecret, EventId, ScanNonce, Zone},
     web::assets,
 };
 
@@ -31,8 +29,8 @@ pub fn scanner(
         html! {
             section.door {
                 h1 { "Door: " (door.door.as_str()) }
-                p.meta { (door.event_title) " · " (door.venue) " · " (format_time(door.starts_at)) }
-                @if let Some(answer) = answer { (result(answer)) }
+                p.meta { (door.event_title) " · " (door.venue) " · " (door.zone.format(door.starts_at)) }
+                @if let Some(answer) = answer { (result(answer, &door.zone)) }
                 form.card.door-scan #scan method="post" action="/door" data-once {
                     (csrf_field(ctx))
                     input type="hidden" name="nonce" value=(ScanNonce::generate().as_str());
@@ -56,7 +54,7 @@ pub fn scanner(
 }
 
 /// The big green or red answer.
-fn result(answer: &Answer) -> Markup {
+fn result(answer: &Answer, zone: &Zone) -> Markup {
     let ok = answer.result.is_ok();
     html! {
         div.scan-result.(if ok { "ok" } else { "refused" }) #scan-result role="status"
@@ -68,7 +66,7 @@ fn result(answer: &Answer) -> Markup {
             }
             @if answer.result == CheckInResult::AlreadyRedeemed {
                 @if let (Some(at), Some(door)) = (answer.redeemed_at, &answer.door) {
-                    p.when { "Checked in " (format_time(at)) " at " (door) "." }
+                    p.when { "Checked in " (zone.format(at)) " at " (door) "." }
                 }
             }
             p.code { "Code " code { (answer.code) } }
@@ -85,12 +83,13 @@ pub struct LinkInput {
 }
 
 impl LinkInput {
-    /// A blank form: valid from now until a day after the event starts.
-    pub fn defaults(now: OffsetDateTime, starts_at: OffsetDateTime) -> Self {
+    /// A blank form: valid from now until a day after the event starts,
+    /// in the event's local time.
+    pub fn defaults(now: OffsetDateTime, starts_at: OffsetDateTime, zone: &Zone) -> Self {
         Self {
             door: String::new(),
-            valid_from: datetime_local(now),
-            valid_until: datetime_local(starts_at.max(now) + time::Duration::days(1)),
+            valid_from: zone.input_value(now),
+            valid_until: zone.input_value(starts_at.max(now) + time::Duration::days(1)),
         }
     }
 }
@@ -99,6 +98,8 @@ impl LinkInput {
 /// shown this once), and every link with its state.
 pub struct DoorPanel<'a> {
     pub links: &'a [DoorLink],
+    /// The event's: the form's times are local times in it.
+    pub zone: &'a Zone,
     pub now: OffsetDateTime,
     pub input: LinkInput,
     pub created: Option<DoorSecret>,
@@ -111,7 +112,7 @@ pub fn panel(ctx: &PageContext, event_id: EventId, panel: &DoorPanel<'_>) -> Mar
     html! {
         section aria-labelledby="door-heading" #door-links {
             h2 #door-heading { "At the door" }
-            p.hint { "A staff link opens the ticket scanner for this event, without an organizer account, during its time window (UTC). Anyone holding it can check tickets in: share it with your door staff only." }
+            p.hint { "A staff link opens the ticket scanner for this event, without an organizer account, during its time window (local times in " (panel.zone.name()) "). Anyone holding it can check tickets in: share it with your door staff only." }
             @if let Some(secret) = &panel.created {
                 @let path = format!("/door?s={}", secret.as_str());
                 div.notice.success #new-door-link role="status" {
@@ -127,12 +128,12 @@ pub fn panel(ctx: &PageContext, event_id: EventId, panel: &DoorPanel<'_>) -> Mar
                     aria-invalid=[invalid(error, "door")];
                 div.row {
                     div {
-                        label for="valid_from" { "Valid from (UTC)" }
+                        label for="valid_from" { "Valid from (local time)" }
                         input #valid_from type="datetime-local" name="valid_from" required value=(input.valid_from)
                             aria-invalid=[invalid(error, "valid_from")];
                     }
                     div {
-                        label for="valid_until" { "Valid until (UTC)" }
+                        label for="valid_until" { "Valid until (local time)" }
                         input #valid_until type="datetime-local" name="valid_until" required value=(input.valid_until)
                             aria-invalid=[invalid(error, "valid_until")];
                     }
@@ -151,7 +152,7 @@ pub fn panel(ctx: &PageContext, event_id: EventId, panel: &DoorPanel<'_>) -> Mar
                                 @let state = link.state(panel.now);
                                 tr data-door-link=(link.id) {
                                     th scope="row" { (link.door) }
-                                    td { (format_time(link.valid_from)) " – " (format_time(link.valid_until)) }
+                                    td { (panel.zone.format(link.valid_from)) " – " (panel.zone.format(link.valid_until)) }
                                     td { span.badge.(if state == LinkState::Active { "confirmed" } else { "cancelled" }) { (state.as_str()) } }
                                     td {
                                         @if state != LinkState::Revoked {

@@ -2,7 +2,7 @@ use maud::{Markup, html};
 use time::OffsetDateTime;
 
 use super::PageContext;
-use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
+use super::{FormError, csrf_field, error_notice, event_time, invalid, layout};
 use crate::{
     db::events::{EventDetail, TicketType},
     domain::{EventCursor, SaleState, format_price},
@@ -22,7 +22,7 @@ pub fn index(ctx: &PageContext, events: &[EventDetail], next: Option<EventCursor
                         @let event = &detail.event;
                         li.card {
                             h2 { a href={ "/events/" (event.id) } { (event.title) } }
-                            p.meta { (format_time(event.starts_at)) " · " (event.venue) }
+                            p.meta { (event_time(&event.zone, event.starts_at)) " · " (event.venue) }
                             p {
                                 @if detail.remaining() == 0 && detail.held() > 0 {
                                     span.badge { "In baskets — some may come back" }
@@ -31,7 +31,7 @@ pub fn index(ctx: &PageContext, events: &[EventDetail], next: Option<EventCursor
                                 } @else {
                                     span.badge { (detail.remaining()) " of " (detail.capacity()) " left" }
                                 }
-                                " Sale opens " (format_time(event.sale_opens_at))
+                                " Sale opens " (event_time(&event.zone, event.sale_opens_at))
                             }
                         }
                     }
@@ -86,7 +86,7 @@ pub fn page(
         html! {
             article.event {
                 h1 { (event.title) }
-                p.meta { (format_time(event.starts_at)) " · " (event.venue) }
+                p.meta { (event_time(&event.zone, event.starts_at)) " · " (event.venue) }
                 @if !event.description.is_empty() {
                     p.description { (event.description) }
                 }
@@ -100,7 +100,7 @@ pub fn page(
                 }
                 @if let Some(gate) = gated {
                     @if matches!(state, SaleState::NotOpenYet | SaleState::Open) && !detail.sold_out() {
-                        (super::queue::panel(ctx, gate.room, gate.can_join, gate.in_queue))
+                        (super::queue::panel(ctx, gate.room, &event.zone, gate.can_join, gate.in_queue))
                     }
                 }
                 @match state {
@@ -113,7 +113,7 @@ pub fn page(
                         p.notice #countdown
                             data-opens-at=(event.sale_opens_at.unix_timestamp_nanos() / 1_000_000)
                             data-server-now=(now.unix_timestamp_nanos() / 1_000_000) {
-                            "The sale opens " (format_time(event.sale_opens_at)) "."
+                            "The sale opens " (event_time(&event.zone, event.sale_opens_at)) "."
                         }
                     },
                     SaleState::Closed => p.notice { "The sale for this event has closed." },

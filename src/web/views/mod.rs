@@ -18,7 +18,7 @@ pub mod webhooks;
 
 use axum::http::StatusCode;
 use maud::{DOCTYPE, Markup, html};
-use time::{OffsetDateTime, macros::format_description};
+use time::OffsetDateTime;
 
 use super::{assets, csrf};
 pub use crate::domain::format_time;
@@ -99,6 +99,13 @@ pub fn error_page(status: StatusCode, message: &str) -> Markup {
     )
 }
 
+/// An instant as the event's local time, with the zone's abbreviation; the
+/// page's script adds the reader's own local time when their zone is
+/// another (static/app.js).
+pub fn event_time(zone: &crate::domain::Zone, at: OffsetDateTime) -> Markup {
+    html! { time datetime=(rfc3339(at)) data-zone=(zone.name()) { (zone.format(at)) } }
+}
+
 /// A `<time datetime>` value: RFC 3339 in UTC.
 fn rfc3339(t: OffsetDateTime) -> String {
     t.to_offset(time::UtcOffset::UTC)
@@ -106,12 +113,19 @@ fn rfc3339(t: OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
-/// The value for a `datetime-local` input.
-pub fn datetime_local(t: OffsetDateTime) -> String {
-    let format = format_description!("[year]-[month]-[day]T[hour]:[minute]");
-    t.to_offset(time::UtcOffset::UTC)
-        .format(format)
-        .unwrap_or_default()
+/// Every zone of the compiled-in database, for the time-zone field's
+/// suggestions (sorted once).
+pub fn zone_names() -> &'static [String] {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        let mut names: Vec<String> = jiff::tz::db()
+            .available()
+            .map(|name| name.as_str().to_owned())
+            .filter(|name| name.contains('/') || name == "UTC")
+            .collect();
+        names.sort();
+        names
+    })
 }
 
 /// An error shown beside a form, with the field it concerns.

@@ -3,7 +3,7 @@ use maud::{Markup, html};
 use time::OffsetDateTime;
 
 use super::PageContext;
-use super::{csrf_field, format_time, layout_refreshing, rfc3339};
+use super::{csrf_field, event_time, layout_refreshing, rfc3339};
 use crate::{
     db::orders::{OrderContext, Ticket},
     domain::{CancelSecret, OrderStatus, format_price},
@@ -53,7 +53,7 @@ pub fn page(
                             "Pay " strong { (format_price(total, &order.currency)) }
                             @if let Some(at) = order.hold_expires_at {
                                 " before " time datetime=(rfc3339(at)) data-countdown
-                                    data-server-now=(now.unix_timestamp_nanos() / 1_000_000) { (format_time(at)) }
+                                    data-server-now=(now.unix_timestamp_nanos() / 1_000_000) { (about.zone.format(at)) }
                             }
                             "; until then your tickets are only held, and then they go back on sale."
                         }
@@ -70,7 +70,7 @@ pub fn page(
                             "Follow it"
                             @if let Some(at) = order.hold_expires_at {
                                 " before " time datetime=(rfc3339(at)) data-countdown
-                                    data-server-now=(now.unix_timestamp_nanos() / 1_000_000) { (format_time(at)) }
+                                    data-server-now=(now.unix_timestamp_nanos() / 1_000_000) { (about.zone.format(at)) }
                             }
                             " to get your tickets; until then they are only held, and then they go back on sale."
                         }
@@ -86,14 +86,14 @@ pub fn page(
                         h1 { "Order cancelled" }
                         p.notice role="status" {
                             "This order was cancelled"
-                            @if let Some(at) = about.cancelled_at { " on " (format_time(at)) }
+                            @if let Some(at) = about.cancelled_at { " on " (about.zone.format(at)) }
                             "; its tickets went back on sale."
                         }
                     }
                 }
                 dl {
                     dt { "Event" } dd { a href={ "/events/" (about.event_id) } { (about.event_title) } }
-                    dt { "When" } dd { (format_time(about.starts_at)) }
+                    dt { "When" } dd { (event_time(&about.zone, about.starts_at)) }
                     dt { "Where" } dd { (about.venue) }
                     dt { "Tickets" } dd { (order.quantity) " × " (about.ticket_type_name) }
                     dt { "Total" } dd { (format_price(total, &order.currency)) }
@@ -102,7 +102,7 @@ pub fn page(
                     }
                     dt { "Email" } dd { (order.email) }
                     dt { "Order" } dd { code { (order.id) } }
-                    dt { "Ordered" } dd { (format_time(order.created_at)) }
+                    dt { "Ordered" } dd { (about.zone.format(order.created_at)) }
                 }
                 @if order.status == OrderStatus::Held {
                     @if let Some(secret) = secret {

@@ -1,7 +1,7 @@
 use maud::{Markup, html};
 
 use super::PageContext;
-use super::{FormError, csrf_field, error_notice, format_time, invalid, layout};
+use super::{FormError, csrf_field, error_notice, invalid, layout, zone_names};
 use crate::{
     db::events::EventDetail,
     domain::{
@@ -29,7 +29,7 @@ pub fn index(ctx: &PageContext, events: &[EventDetail]) -> Markup {
                             @let event = &detail.event;
                             tr {
                                 td { a href={ "/organizer/events/" (event.id) } { (event.title) } }
-                                td { (format_time(event.starts_at)) }
+                                td { (event.zone.format(event.starts_at)) }
                                 td { span.badge { (event.status) } }
                                 td { (detail.capacity() - detail.remaining()) " / " (detail.capacity()) }
                             }
@@ -149,17 +149,22 @@ pub fn form(ctx: &PageContext, form: &EventForm<'_>) -> Markup {
             input #venue name="venue" required maxlength="200" value=(input.venue) aria-invalid=[invalid(error, "venue")];
             label for="description" { "Description" }
             textarea #description name="description" rows="4" maxlength="10000" aria-invalid=[invalid(error, "description")] { (input.description) }
+            label for="time_zone" { "Time zone of the event (its pages and mails show times in it)" }
+            input #time_zone name="time_zone" required list="time-zones" autocomplete="off" maxlength="64"
+                placeholder="Europe/Berlin" value=(input.time_zone) aria-invalid=[invalid(error, "time_zone")];
+            datalist #time-zones { @for name in zone_names() { option value=(name) {} } }
+            p.hint { "The times below are local times in this zone. A time the clocks skip or repeat (the night they change) is refused: choose one outside that hour." }
             div.row {
                 div {
-                    label for="starts_at" { "Event starts (UTC)" }
+                    label for="starts_at" { "Event starts (local time)" }
                     input #starts_at type="datetime-local" name="starts_at" required value=(input.starts_at) aria-invalid=[invalid(error, "starts_at")];
                 }
                 div {
-                    label for="sale_opens_at" { "Sale opens (UTC)" }
+                    label for="sale_opens_at" { "Sale opens (local time)" }
                     input #sale_opens_at type="datetime-local" name="sale_opens_at" required value=(input.sale_opens_at) aria-invalid=[invalid(error, "sale_opens_at")];
                 }
                 div {
-                    label for="sale_closes_at" { "Sale closes (UTC, optional)" }
+                    label for="sale_closes_at" { "Sale closes (local time, optional)" }
                     input #sale_closes_at type="datetime-local" name="sale_closes_at" value=(input.sale_closes_at) aria-invalid=[invalid(error, "sale_closes_at")];
                 }
             }

@@ -4,8 +4,11 @@
 use maud::{Markup, html};
 use time::OffsetDateTime;
 
-use super::{format_time, layout, rfc3339};
-use crate::{domain::format_price, web::extract::PageContext};
+use super::{layout, rfc3339};
+use crate::{
+    domain::{Zone, format_price},
+    web::extract::PageContext,
+};
 
 pub struct PayPage<'a> {
     pub event_title: &'a str,
@@ -14,6 +17,8 @@ pub struct PayPage<'a> {
     pub total_minor: i64,
     pub currency: &'a str,
     pub hold_expires_at: Option<OffsetDateTime>,
+    /// The event's: the hold's end reads in it.
+    pub zone: &'a Zone,
     pub publishable_key: &'a str,
     pub client_secret: &'a str,
     pub js_url: &'a str,
@@ -36,7 +41,7 @@ pub fn page(ctx: &PageContext, pay: &PayPage<'_>, now: OffsetDateTime) -> Markup
                         dt { "Held until" }
                         dd {
                             time datetime=(rfc3339(at)) data-countdown
-                                data-server-now=(now.unix_timestamp_nanos() / 1_000_000) { (format_time(at)) }
+                                data-server-now=(now.unix_timestamp_nanos() / 1_000_000) { (pay.zone.format(at)) }
                         }
                     }
                 }

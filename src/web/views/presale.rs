@@ -3,7 +3,7 @@
 
 use maud::{Markup, html};
 
-use super::{FormError, PageContext, csrf_field, error_notice, format_time, invalid, layout};
+use super::{FormError, PageContext, csrf_field, error_notice, invalid, layout};
 use crate::{
     db::{events::EventDetail, presale::CodeSummary},
     domain::{CodeCursor, MAX_CODE_USES, MAX_CODES_PER_BATCH, is_guessable},
@@ -82,9 +82,9 @@ pub fn page(
                                 td {
                                     @match (code.valid_from, code.valid_until) {
                                         (None, None) => "always",
-                                        (Some(from), None) => { "from " (format_time(from)) },
-                                        (None, Some(until)) => { "until " (format_time(until)) },
-                                        (Some(from), Some(until)) => { (format_time(from)) " – " (format_time(until)) },
+                                        (Some(from), None) => { "from " (event.zone.format(from)) },
+                                        (None, Some(until)) => { "until " (event.zone.format(until)) },
+                                        (Some(from), Some(until)) => { (event.zone.format(from)) " – " (event.zone.format(until)) },
                                     }
                                 }
                                 td { @for (i, id) in code.ticket_type_ids.iter().enumerate() {
@@ -119,12 +119,12 @@ pub fn page(
                     value=(form.max_uses) aria-invalid=[invalid(error, "max_uses")];
                 div.row {
                     div {
-                        label for="valid_from" { "Valid from (UTC, optional)" }
+                        label for="valid_from" { "Valid from (local time in " (event.zone.name()) ", optional)" }
                         input #valid_from name="valid_from" type="datetime-local" value=(form.valid_from)
                             aria-invalid=[invalid(error, "valid_from")];
                     }
                     div {
-                        label for="valid_until" { "Valid until (UTC, optional)" }
+                        label for="valid_until" { "Valid until (local time in " (event.zone.name()) ", optional)" }
                         input #valid_until name="valid_until" type="datetime-local" value=(form.valid_until)
                             aria-invalid=[invalid(error, "valid_until")];
                     }

@@ -3,8 +3,12 @@
 
 use maud::{Markup, html};
 
-use super::{PageContext, csrf_field, format_time, layout_refreshing};
-use crate::{domain::EventId, waiting_room::Room, web::assets};
+use super::{PageContext, csrf_field, event_time, layout_refreshing};
+use crate::{
+    domain::{EventId, Zone},
+    waiting_room::Room,
+    web::assets,
+};
 
 /// What the position page shows (per buyer: never cached).
 #[derive(Debug)]
@@ -75,7 +79,13 @@ pub fn position(
 
 /// The panel on a queued event's page, for a buyer without a pass: the
 /// join button, the commitment, the seed once revealed.
-pub fn panel(ctx: &PageContext, room: &Room, can_join: bool, in_queue: bool) -> Markup {
+pub fn panel(
+    ctx: &PageContext,
+    room: &Room,
+    zone: &Zone,
+    can_join: bool,
+    in_queue: bool,
+) -> Markup {
     let event_id = room.event_id;
     html! {
         section.waiting-room.card {
@@ -99,7 +109,7 @@ pub fn panel(ctx: &PageContext, room: &Room, can_join: bool, in_queue: bool) -> 
                     p.notice.no-script { "Joining this queue needs JavaScript. Your browser solves a small puzzle (about a second of work) before it joins, so that scripts cannot take thousands of places. Turn JavaScript on for this site, then reload this page." }
                 }
             } @else {
-                p.notice { "The queue opens " (format_time(room.prequeue_opens_at())) "." }
+                p.notice { "The queue opens " (event_time(zone, room.prequeue_opens_at())) "." }
             }
             p.commitment { "Commitment (SHA-256 of the shuffle's seed): " code { (room.commitment_hex()) } }
             @if let Some(seed) = room.revealed_seed_hex() {

@@ -4,7 +4,7 @@
 use maud::{Markup, html};
 use time::OffsetDateTime;
 
-use super::{FormError, PageContext, csrf_field, error_notice, format_time, invalid, layout};
+use super::{FormError, PageContext, csrf_field, error_notice, invalid, layout};
 use crate::{
     db::{
         events::EventDetail,
@@ -146,7 +146,7 @@ pub fn entry_page(
                             Some(OrderStatus::Held) => p.notice.success role="status" {
                                 "Tickets came back for you and are held"
                                 @if let Some(until) = entry.hold_expires_at.filter(|at| *at > now) {
-                                    " until " (format_time(until))
+                                    " until " (entry.zone.format(until))
                                 }
                                 ". "
                                 a href={ "/orders/" (order_id) "/confirm?t=" (token.as_str()) } { "Confirm your order" }
@@ -246,10 +246,10 @@ pub fn organizer_page(
                                 td { (entry.email) }
                                 td { (entry.quantity) }
                                 td { (entry.status.as_str()) }
-                                td { (format_time(entry.joined_at)) }
+                                td { (event.zone.format(entry.joined_at)) }
                                 td {
                                     @if let (Some(at), Some(order_id)) = (entry.offered_at, entry.order_id) {
-                                        (format_time(at)) " · order " code { (order_id.to_string().get(..8).unwrap_or_default()) }
+                                        (event.zone.format(at)) " · order " code { (order_id.to_string().get(..8).unwrap_or_default()) }
                                     }
                                 }
                             }

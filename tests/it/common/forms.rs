@@ -89,6 +89,7 @@ pub fn new_event_form(title: &str) -> Fields {
         ("status", "published"),
         ("max_per_buyer", ""),
         ("payment", "offline"),
+        ("time_zone", ""),
         ("tt_name_0", "Standing"),
         ("tt_price_0", "25.00"),
         ("tt_currency_0", "EUR"),

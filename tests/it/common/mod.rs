@@ -170,6 +170,7 @@ pub async fn event_with_window(
         // The fixtures' prices are collected at the door: their orders are
         // confirmed at once (the payment tests choose Stripe).
         payment: "offline".into(),
+        time_zone: String::new(),
         ticket_types: specs
             .iter()
             .enumerate()
@@ -186,7 +187,9 @@ pub async fn event_with_window(
             })
             .collect(),
     };
-    let new = input.parse().expect("valid fixture event");
+    let new = input
+        .parse(&stampede::domain::Zone::utc())
+        .expect("valid fixture event");
     let organizer_id = fixture_organizer(pool).await;
     let event_id = db::events::create(pool, organizer_id.into(), &Default::default(), &new)
         .await
@@ -226,8 +229,9 @@ pub async fn set_capacity(
         title: detail.event.title.clone(),
         description: detail.event.description.clone(),
         venue: detail.event.venue.clone(),
-        starts_at: stampede::web::views::datetime_local(detail.event.starts_at),
-        sale_opens_at: stampede::web::views::datetime_local(detail.event.sale_opens_at),
+        starts_at: detail.event.zone.input_value(detail.event.starts_at),
+        sale_opens_at: detail.event.zone.input_value(detail.event.sale_opens_at),
+        time_zone: detail.event.zone.name().to_owned(),
         payment: "offline".into(),
         ..Default::default()
     };
@@ -248,7 +252,7 @@ pub async fn set_capacity(
         fixture.organizer_id.into(),
         &Default::default(),
         detail.event.id,
-        &input.parse().unwrap(),
+        &input.parse(&detail.event.zone).unwrap(),
         now(),
     )
     .await

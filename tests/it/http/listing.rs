@@ -242,7 +242,7 @@ async fn concurrent_creates_cannot_together_pass_the_published_quota(
         payment: "offline".into(),
         ..Default::default()
     };
-    let new = input.parse().unwrap();
+    let new = input.parse(&stampede::domain::Zone::utc()).unwrap();
     // Open the connections first, so that the creates start together.
     let mut warm = Vec::new();
     for _ in 0..24 {

@@ -317,7 +317,7 @@ async fn metrics_show_purchases_batches_and_route_latency(pool: PgPool) {
         fixture.organizer_id.into(),
         fixture.event_id.into(),
         &stampede::domain::Quotas::default(),
-        &code.parse().unwrap(),
+        &code.parse(&stampede::domain::Zone::utc()).unwrap(),
     )
     .await
     .unwrap();

@@ -58,7 +58,7 @@ async fn hidden_with_code(
         fixture.organizer_id.into(),
         fixture.event_id.into(),
         &stampede::domain::Quotas::default(),
-        &input.parse().unwrap(),
+        &input.parse(&stampede::domain::Zone::utc()).unwrap(),
     )
     .await
     .unwrap();

@@ -125,7 +125,10 @@ async fn creations_at_once_cannot_pass_the_quota_together(
     let results =
         join_all((0..10).map(|_| {
             // Each parse draws codes of its own.
-            let (pool, new) = (pool.clone(), input.parse().unwrap());
+            let (pool, new) = (
+                pool.clone(),
+                input.parse(&stampede::domain::Zone::utc()).unwrap(),
+            );
             async move {
                 db::presale::create(&pool, organizer.into(), event.into(), &quotas, &new).await
             }

@@ -110,8 +110,8 @@ async fn set_buyer_limit(pool: &PgPool, fixture: &Fixture, limit: i64) -> Result
         title: detail.event.title.clone(),
         description: detail.event.description.clone(),
         venue: detail.event.venue.clone(),
-        starts_at: stampede::web::views::datetime_local(detail.event.starts_at),
-        sale_opens_at: stampede::web::views::datetime_local(detail.event.sale_opens_at),
+        starts_at: detail.event.zone.input_value(detail.event.starts_at),
+        sale_opens_at: detail.event.zone.input_value(detail.event.sale_opens_at),
         payment: "offline".into(),
         ..Default::default()
     };
@@ -132,7 +132,7 @@ async fn set_buyer_limit(pool: &PgPool, fixture: &Fixture, limit: i64) -> Result
         fixture.organizer_id.into(),
         &Default::default(),
         detail.event.id,
-        &input.parse().unwrap(),
+        &input.parse(&stampede::domain::Zone::utc()).unwrap(),
         now(),
     )
     .await

@@ -114,7 +114,9 @@ async fn save(
         AppError::Invalid(invalid) => AppError::Invalid(rename_field(invalid, &rename)),
         other => other,
     };
-    let new = input.parse().map_err(|e| renamed(e.into()))?;
+    let new = input
+        .parse(&state.time_zone)
+        .map_err(|e| renamed(e.into()))?;
     db::events::update(
         &state.db,
         organizer.id,

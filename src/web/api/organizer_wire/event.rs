@@ -31,6 +31,7 @@ pub fn input_of(detail: &EventDetail) -> EventInput {
         hold_minutes: hold_minutes_text(event.hold_seconds),
         pay_minutes: hold_minutes_text(Some(event.pay_seconds)),
         payment: payment_text(event.takes_payment),
+        time_zone: event.zone.name().to_owned(),
         ticket_types: detail
             .ticket_types
             .iter()
@@ -92,6 +93,11 @@ pub struct UpdateEvent {
     /// `stripe` or `offline`.
     #[serde(default)]
     payment: Option<String>,
+    /// The event's IANA time zone, e.g. `Europe/Berlin`: its pages and
+    /// mails show local times in it, and times sent without an offset are
+    /// read in it. Instants already stored stay the same instants.
+    #[serde(default)]
+    time_zone: Option<String>,
     /// Changes to existing ticket types, each named by its `id`.
     #[serde(default)]
     #[schema(max_items = 20)]
@@ -123,6 +129,7 @@ impl UpdateEvent {
             self.pay_minutes.map(|m| m.to_string()),
         );
         set(&mut input.payment, self.payment);
+        set(&mut input.time_zone, self.time_zone);
         let mut rows = Vec::with_capacity(self.ticket_types.len());
         for (i, row) in self.ticket_types.into_iter().enumerate() {
             let index = input
@@ -162,6 +169,8 @@ pub struct OrganizerEventBody {
     sale_opens_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
     sale_closes_at: Option<OffsetDateTime>,
+    /// The IANA zone its times are shown and typed in.
+    time_zone: String,
     #[schema(value_type = crate::web::api::wire::EventStatusName)]
     status: &'static str,
     max_per_buyer: Option<i32>,
@@ -179,6 +188,7 @@ impl From<EventDetail> for OrganizerEventBody {
             starts_at: event.starts_at,
             sale_opens_at: event.sale_opens_at,
             sale_closes_at: event.sale_closes_at,
+            time_zone: event.zone.name().to_owned(),
             status: event.status.as_str(),
             max_per_buyer: event.max_per_buyer,
             ticket_types: detail.ticket_types.into_iter().map(Into::into).collect(),

@@ -79,7 +79,7 @@ async fn csv_export_has_every_order_of_the_event_with_its_ticket_codes(pool: PgP
     let records = download_csv(&org, event).await;
     assert_eq!(
         records[0].iter().collect::<Vec<_>>().join(","),
-        "order_id,created_at,email,ticket_type,quantity,unit_price_minor,currency,status,ticket_codes,payment,payment_intent"
+        "order_id,created_at,email,ticket_type,quantity,unit_price_minor,currency,status,ticket_codes,payment,payment_intent,created_at_local"
     );
     let expected = db_orders(&pool, event).await;
     assert_eq!(records.len() - 1, expected.len());
@@ -87,7 +87,11 @@ async fn csv_export_has_every_order_of_the_event_with_its_ticket_codes(pool: PgP
     for (record, ((id, created_at, email, tt, quantity, price, currency, status), codes)) in
         records[1..].iter().zip(&expected)
     {
-        assert_eq!(record.len(), 11);
+        assert_eq!(record.len(), 12);
+        // The same instant in the event's zone, which the cell names.
+        let (local, zone) = record[11].split_once('[').unwrap();
+        assert_eq!(OffsetDateTime::parse(local, &Rfc3339).unwrap(), *created_at);
+        assert_eq!(zone, "UTC]");
         // Collected at the door: no Stripe payment.
         assert_eq!((&record[9], &record[10]), ("", ""));
         assert_eq!(record[0], id.to_string());

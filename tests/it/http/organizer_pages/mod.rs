@@ -2,6 +2,7 @@
 
 mod edits;
 mod forms;
+mod zones;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
