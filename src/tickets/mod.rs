@@ -18,9 +18,11 @@
 //! Everything here is pure: no I/O, no clock (the calendar's stamp time is
 //! passed in), so the same order always gives the same documents.
 
+pub mod pdf;
 pub mod qr;
+mod winansi;
 
-pub use self::qr::png as qr_png;
+pub use self::{pdf::render as render_pdf, qr::png as qr_png};
 
 /// What the documents of one order say.
 pub struct OrderDocuments<'a> {
@@ -62,4 +64,7 @@ pub enum DocumentError {
     /// The PNG encoder refused the image.
     #[error("PNG: {0}")]
     Png(String),
+    /// An order without tickets has no pages: a PDF of none would be broken.
+    #[error("the order has no tickets to print")]
+    NoTickets,
 }
