@@ -18,11 +18,12 @@
 //! Everything here is pure: no I/O, no clock (the calendar's stamp time is
 //! passed in), so the same order always gives the same documents.
 
+pub mod calendar;
 pub mod pdf;
 pub mod qr;
 mod winansi;
 
-pub use self::{pdf::render as render_pdf, qr::png as qr_png};
+pub use self::{calendar::ics, pdf::render as render_pdf, qr::png as qr_png};
 
 /// What the documents of one order say.
 pub struct OrderDocuments<'a> {
