@@ -12,6 +12,7 @@
 //! - [`waiting_room`]: the per-event queue, its shuffle, admission and passes.
 //! - [`outbox`]: the relay that publishes the outbox to RabbitMQ.
 //! - [`webhooks`]: the worker that delivers the outbox to organizers' endpoints.
+//! - [`tickets`]: a confirmed order's documents: QR codes, the PDF, the calendar file.
 //! - [`server`]: the accept loop and per-connection limits that serve it.
 //! - [`metric_handles`]: metric handles kept at hand for the hot paths.
 
@@ -29,6 +30,7 @@ pub mod payments;
 pub mod sale;
 pub mod server;
 pub mod telemetry;
+pub mod tickets;
 pub mod waiting_room;
 pub mod web;
 pub mod webhooks;
