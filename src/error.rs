@@ -56,6 +56,8 @@ pub enum AppError {
     HoldExpired,
     #[error("This order is not waiting for a confirmation.")]
     NotHeld,
+    #[error("This order is not confirmed: it has no tickets to send.")]
+    NotConfirmed,
     // Says nothing of which orders: anyone behind the address could read it.
     #[error(
         "Your network address already holds {max} unconfirmed tickets for this event: confirm those orders from their mails first, or wait until their holds end."
@@ -141,6 +143,7 @@ impl AppError {
             | Self::AlreadyCancelled
             | Self::EventStarted
             | Self::NotHeld
+            | Self::NotConfirmed
             | Self::NotSoldOut
             | Self::CodeUsedUp { .. }
             | Self::TicketTypeSold { .. }
@@ -186,6 +189,7 @@ impl AppError {
             Self::EventStarted => "event_started",
             Self::HoldExpired => "hold_expired",
             Self::NotHeld => "not_held",
+            Self::NotConfirmed => "not_confirmed",
             Self::UnconfirmedHoldLimit { .. } => "unconfirmed_hold_limit",
             Self::NotSoldOut => "not_sold_out",
             Self::CodeUsedUp { .. } => "code_used_up",

@@ -15,16 +15,20 @@ use uuid::Uuid;
 use super::MailSettings;
 use crate::{
     db::outbox::OutboxRow,
-    domain::{ConfirmKey, OrderId, WaitlistEntryId, format_price, format_time},
+    domain::{ConfirmKey, OrderId, WaitlistEntryId, Zone, format_price, format_time},
 };
 
 /// A mail that an outbox row asks for.
 pub(super) struct Mail {
+    /// From the row; for the mails about an order as it is now, from the
+    /// order when it is sent ([`Mail::needs_the_order`]).
     pub(super) email: String,
-    about: About,
+    pub(super) about: About,
+    /// The event's, once the order is read: the times read in it.
+    pub(super) zone: Option<Zone>,
 }
 
-enum About {
+pub(super) enum About {
     /// A held order: its confirmation link. An offer from a waiting list is
     /// one too; its order was given the place's token (`offer_to`).
     Hold {
@@ -38,6 +42,10 @@ enum About {
     },
     /// A new place on a waiting list: the link confirms the address.
     Place { entry_id: WaitlistEntryId },
+    /// A confirmed order: its tickets.
+    Tickets { order_id: OrderId },
+    /// An order cancelled, and by whom (its row's `reason`).
+    Cancelled { order_id: OrderId, reason: String },
     /// A payment given back in full, and why.
     Refund {
         order_id: OrderId,
@@ -51,8 +59,25 @@ fn entry_id_in(payload: &serde_json::Value) -> Option<WaitlistEntryId> {
 }
 
 pub(super) fn mail_of(row: &OutboxRow) -> Option<Mail> {
-    let email = row.payload.get("email")?.as_str()?.to_owned();
+    let email = row
+        .payload
+        .get("email")
+        .and_then(|email| email.as_str())
+        .unwrap_or_default()
+        .to_owned();
     let about = match row.kind.as_str() {
+        // Sold at once, or confirmed from a hold, a payment or a waiting
+        // list's offer: each confirmation is one row of these.
+        "order.created" if row.payload.get("status")?.as_str()? == "confirmed" => About::Tickets {
+            order_id: OrderId::from(row.order_id?),
+        },
+        "order.confirmed" => About::Tickets {
+            order_id: OrderId::from(row.order_id?),
+        },
+        "order.cancelled" => About::Cancelled {
+            order_id: OrderId::from(row.order_id?),
+            reason: row.payload.get("reason")?.as_str()?.to_owned(),
+        },
         "order.created" if row.payload.get("status")?.as_str()? == "held" => About::Hold {
             order_id: OrderId::from(row.order_id?),
             hold_expires_at: row
@@ -83,13 +108,30 @@ pub(super) fn mail_of(row: &OutboxRow) -> Option<Mail> {
         },
         _ => return None,
     };
-    Some(Mail { email, about })
+    let mail = Mail {
+        email,
+        about,
+        zone: None,
+    };
+    (mail.needs_the_order() || !mail.email.is_empty()).then_some(mail)
 }
 
 impl Mail {
+    /// Read the order when the mail goes: its address, its event's zone,
+    /// and whether it is still what the mail says.
+    pub(super) fn needs_the_order(&self) -> bool {
+        matches!(
+            self.about,
+            About::Hold { .. } | About::Tickets { .. } | About::Cancelled { .. }
+        )
+    }
+
     /// The link the mail carries, with its token rebuilt from the key.
     pub(super) fn link(&self, key: &ConfirmKey, public_url: &str) -> String {
         match &self.about {
+            About::Tickets { order_id } | About::Cancelled { order_id, .. } => {
+                super::order_link(key, public_url, *order_id)
+            }
             About::Hold {
                 order_id,
                 offer_to: None,
@@ -110,7 +152,7 @@ impl Mail {
                 "{public_url}/waiting-list/{entry_id}/confirm?t={}",
                 key.waitlist_token(*entry_id).as_str()
             ),
-            About::Refund { order_id, .. } => format!("{public_url}/orders/{order_id}"),
+            About::Refund { order_id, .. } => super::order_link(key, public_url, *order_id),
         }
     }
 
@@ -128,7 +170,10 @@ impl Mail {
 
     pub(super) fn order_id(&self) -> Option<OrderId> {
         match self.about {
-            About::Hold { order_id, .. } | About::Refund { order_id, .. } => Some(order_id),
+            About::Hold { order_id, .. }
+            | About::Refund { order_id, .. }
+            | About::Tickets { order_id }
+            | About::Cancelled { order_id, .. } => Some(order_id),
             About::Place { .. } => None,
         }
     }
@@ -137,7 +182,7 @@ impl Mail {
         match self.about {
             About::Hold { offer_to, .. } => offer_to,
             About::Place { entry_id } => Some(entry_id),
-            About::Refund { .. } => None,
+            About::Refund { .. } | About::Tickets { .. } | About::Cancelled { .. } => None,
         }
     }
 
@@ -151,7 +196,10 @@ impl Mail {
                 ..
             } => {
                 let until = hold_expires_at
-                    .map(|at| format!(" before {}", format_time(at)))
+                    .map(|at| match &self.zone {
+                        Some(zone) => format!(" before {}", zone.format(at)),
+                        None => format!(" before {}", format_time(at)),
+                    })
                     .unwrap_or_default();
                 if offer_to.is_some() {
                     (
@@ -201,6 +249,8 @@ impl Mail {
                     ),
                 )
             }
+            // Built from the order as it is now (`super::order_mail`).
+            About::Tickets { .. } | About::Cancelled { .. } => ("", String::new()),
             About::Place { .. } => (
                 "Confirm your place on the waiting list",
                 format!(
@@ -237,7 +287,7 @@ pub(super) fn message(
 /// characters (RFC 5322), so that the link stays one line that any reader
 /// can follow; the mail library would pick quoted-printable for lines over
 /// 76 characters, splitting the link. Otherwise the library chooses.
-fn plain_body(text: String) -> Body {
+pub(super) fn plain_body(text: String) -> Body {
     let fits = text.is_ascii() && !text.contains('\r') && text.lines().all(|line| line.len() < 998);
     if fits {
         let crlf = text.replace('\n', "\r\n");
@@ -294,8 +344,22 @@ mod tests {
                 ..
             }
         ));
-        assert!(mail_of(&row("order.created", "confirmed")).is_none());
-        assert!(mail_of(&row("order.confirmed", "held")).is_none());
+        // A confirmation asks for the tickets' mail, whichever row says it.
+        for (kind, status) in [
+            ("order.created", "confirmed"),
+            ("order.confirmed", "confirmed"),
+        ] {
+            let mail = mail_of(&row(kind, status)).unwrap();
+            assert!(matches!(mail.about, About::Tickets { .. }), "{kind}");
+            assert!(mail.needs_the_order());
+        }
+        assert!(mail_of(&row("order.expired", "cancelled")).is_none());
+        let mut cancelled = row("order.cancelled", "cancelled");
+        cancelled.payload = serde_json::json!({"reason": "organizer"});
+        assert!(matches!(
+            mail_of(&cancelled).unwrap().about,
+            About::Cancelled { ref reason, .. } if reason == "organizer"
+        ));
         // A place on a waiting list asks for its own mail, with its own link.
         let mut joined = row("waitlist.joined", "");
         let entry = Uuid::new_v4();

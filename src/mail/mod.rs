@@ -1,16 +1,22 @@
-//! The mailer: sends each held order's confirmation link to the buyer, and
-//! each new place on a waiting list its link to confirm the address.
+//! The mailer: sends each confirmed order its tickets (a PDF, the QR codes
+//! inline, a calendar entry: `order_mail`), each cancelled order a word
+//! saying so, each held order its confirmation link, each new place on a
+//! waiting list its link to confirm the address, each refund its notice;
+//! and the mails asked for outside the outbox (`requests`: "find my
+//! tickets", an organizer's resend).
 //!
 //! It is a consumer of the transactional outbox (like the AMQP relay and
 //! the webhook fan-out), so a mail is asked for exactly when the hold
 //! committed, and a crash before the mail went out only delays it. Rounds,
 //! in every instance (one at a time holds the cursor):
 //! 1. lock the `mail` cursor and read the rows after it;
-//! 2. for each `order.created` of a held order (or `waitlist.joined`) not
-//!    yet in `mail_sent`: rebuild its token from the order id, or the
-//!    waiting list place's id (`domain::ConfirmKey`), send the
-//!    mail (or, without SMTP, log the link), several at once, and record
-//!    each in `mail_sent` as soon as it is accepted, in a statement of its own;
+//! 2. for each row that asks for a mail (`message::mail_of`) not yet in
+//!    `mail_sent`: read the order as it is now where the mail is about it
+//!    (a ticket mail for an order cancelled meanwhile is not sent), rebuild
+//!    its token from the order id, or the waiting list place's id
+//!    (`domain::ConfirmKey`), send the mail (or, without SMTP, log it),
+//!    several at once, and record each in `mail_sent` as soon as it is
+//!    accepted, in a statement of its own;
 //! 3. move the cursor past what was handled, and commit.
 //!
 //! A mail the SMTP server could not take now (a 4xx answer, a lost
@@ -27,13 +33,25 @@ use std::{
 };
 
 mod message;
+mod order_mail;
+mod requests;
+mod transport;
 
 use futures_util::{StreamExt as _, stream};
-use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor, message::Mailbox};
+use lettre::{Message, message::Mailbox};
 use sqlx::{PgPool, Postgres, Transaction};
+use time::OffsetDateTime;
 use tokio::task::JoinHandle;
 
-use self::message::{Mail, mail_of, message};
+use self::{
+    message::{About, Mail, mail_of, message},
+    order_mail::MailBuildError,
+    transport::{Transport, deliver},
+};
+pub use self::{
+    order_mail::{Documents, OrderFacts, facts as order_facts, render as render_documents},
+    requests::{LOOKUP_EVERY, RESEND_EVERY, ask_lookup, ask_resend},
+};
 use crate::{
     db::{
         self,
@@ -86,25 +104,6 @@ impl MailSettings {
     }
 }
 
-/// Where the mails go.
-enum Transport {
-    Smtp(AsyncSmtpTransport<Tokio1Executor>),
-    /// No SMTP configured: the link is logged.
-    Log,
-}
-
-impl Transport {
-    fn new(settings: &MailSettings) -> Result<Self, String> {
-        match &settings.smtp_url {
-            None => Ok(Self::Log),
-            Some(url) => AsyncSmtpTransport::<Tokio1Executor>::from_url(url)
-                // The URL itself is never echoed: it may hold a password.
-                .map_err(|err| format!("--smtp-url is not a usable SMTP URL: {err}"))
-                .map(|builder| Self::Smtp(builder.timeout(Some(Duration::from_secs(10))).build())),
-        }
-    }
-}
-
 /// Check the settings and start the mailer on the current tokio runtime;
 /// it runs until aborted.
 pub fn spawn(
@@ -125,7 +124,9 @@ pub fn spawn(
 async fn run(db: PgPool, key: ConfirmKey, settings: MailSettings, transport: Transport) {
     let mut backoff = settings.poll;
     loop {
-        match round(&db, &key, &settings, &transport).await {
+        let asked = requests::round(&db, &key, &settings, &transport).await;
+        let outbox = round(&db, &key, &settings, &transport).await;
+        match asked.and_then(|asked| outbox.map(|read| read.max(asked))) {
             Ok(read) if read as i64 >= settings.batch => {
                 backoff = settings.poll;
                 continue;
@@ -146,6 +147,8 @@ enum RoundError {
     Database(#[from] sqlx::Error),
     #[error("SMTP: {0}")]
     Smtp(String),
+    #[error("making the mail: {0}")]
+    Build(String),
     /// Not started: an earlier mail of the round failed.
     #[error("postponed after an earlier failure")]
     Postponed,
@@ -204,15 +207,31 @@ async fn handle(
     let Some(mut mail) = mail_of(row) else {
         return Ok(());
     };
-    if let Some(order_id) = mail.order_id().filter(|_| mail.is_priced_hold()) {
-        // Whether Stripe takes its price: then the link leads to paying.
-        let pays = crate::payments::state::takes_payment(db, order_id).await?;
-        mail.set_paid_through_stripe(pays);
+    let mut facts = None;
+    if let Some(order_id) = mail.order_id().filter(|_| mail.needs_the_order()) {
+        match order_mail::facts(db, order_id).await? {
+            // Tickets only for an order that still has them.
+            Some(order)
+                if matches!(mail.about, About::Tickets { .. }) && order.status != "confirmed" =>
+            {
+                return Ok(());
+            }
+            Some(order) => {
+                mail.email = order.email.clone();
+                mail.zone = Some(order.zone.clone());
+                // With a price that Stripe takes, a hold's link leads to paying.
+                mail.set_paid_through_stripe(mail.is_priced_hold() && order.takes_payment);
+                facts = Some(order);
+            }
+            // A hold's row carries what its mail needs.
+            None if matches!(mail.about, About::Hold { .. }) => {}
+            None => return Ok(()),
+        }
     }
     if failed.load(Ordering::Relaxed) {
         return Err(RoundError::Postponed);
     }
-    let sent = send_once(db, key, settings, transport, row, &mail).await;
+    let sent = send_once(db, key, settings, transport, row, &mail, facts).await;
     if sent.is_err() {
         failed.store(true, Ordering::Relaxed);
     }
@@ -237,6 +256,7 @@ async fn send_once(
     transport: &Transport,
     row: &OutboxRow,
     mail: &Mail,
+    facts: Option<OrderFacts>,
 ) -> Result<(), RoundError> {
     let sent = sqlx::query_scalar!(
         r#"SELECT EXISTS (SELECT 1 FROM mail_sent WHERE message_id = $1) AS "sent!""#,
@@ -248,37 +268,27 @@ async fn send_once(
         return Ok(());
     }
     let link = mail.link(key, &settings.public_url);
-    match transport {
-        Transport::Log => {
-            tracing::info!(order_id = ?mail.order_id(), entry_id = ?mail.entry_id(), %link,
-                "confirmation link (no SMTP configured)");
-        }
-        Transport::Smtp(smtp) => {
-            let Some(message) = message(settings, row.id, mail, &link) else {
-                // An address our parser took but the mail library does not:
-                // nothing can reach it; a hold will expire.
-                tracing::warn!(order_id = ?mail.order_id(), entry_id = ?mail.entry_id(),
-                    "cannot mail this address");
-                return Ok(());
-            };
-            match smtp.send(message).await {
-                Ok(_) => {}
-                // The server refuses this recipient for good (550, 551,
-                // 553: no such mailbox, not here, a name not allowed):
-                // trying again cannot help, and must not hold up everyone
-                // else's mail. Counted, logged, skipped. Any other refusal
-                // (a failed log-in, a quota, TLS required) is the server's
-                // or ours: the round stops and is tried again later.
-                Err(err) if refuses_the_mailbox(&err) => {
-                    metrics::counter!("stampede_mails_refused_total").increment(1);
-                    tracing::warn!(order_id = ?mail.order_id(), entry_id = ?mail.entry_id(),
-                        error = %err, "the SMTP server refused this mail for good; skipped");
-                    return Ok(());
-                }
-                Err(err) => return Err(RoundError::Smtp(err.to_string())),
-            }
-        }
+    if matches!(transport, Transport::Log) {
+        tracing::info!(order_id = ?mail.order_id(), entry_id = ?mail.entry_id(), %link,
+            "mail link (no SMTP configured)");
     }
+    let (owned, id) = (settings.clone(), row.id);
+    let build: Box<dyn FnOnce() -> Result<Option<Message>, MailBuildError> + Send> =
+        match (&mail.about, facts) {
+            (About::Tickets { .. }, Some(facts)) => Box::new(move || {
+                order_mail::tickets_message(&owned, id, &facts, &link, OffsetDateTime::now_utc())
+            }),
+            (About::Cancelled { reason, .. }, Some(facts)) => {
+                let (subject, body) = order_mail::cancelled_text(&facts, reason, &link);
+                let to = facts.email;
+                Box::new(move || Ok(order_mail::plain_message(&owned, id, &to, &subject, body)))
+            }
+            _ => {
+                let built = message(settings, row.id, mail, &link);
+                Box::new(move || Ok(built))
+            }
+        };
+    deliver(transport, row.id, &mail.email, build).await?;
     sqlx::query!(
         "INSERT INTO mail_sent (message_id, order_id, waitlist_entry_id, recipient)
          VALUES ($1, $2, $3, $4)
@@ -294,13 +304,13 @@ async fn send_once(
     Ok(())
 }
 
-/// A permanent refusal of the recipient's mailbox itself (RFC 5321 550,
-/// 551, 553), as opposed to one of the whole server.
-fn refuses_the_mailbox(err: &lettre::transport::smtp::Error) -> bool {
-    err.is_permanent()
-        && err
-            .status()
-            .is_some_and(|code| matches!(code.to_string().as_str(), "550" | "551" | "553"))
+/// The order page's link with the order's mailed token
+/// ([`ConfirmKey::token`]): it shows the tickets to whoever has the mailbox.
+pub(crate) fn order_link(key: &ConfirmKey, public_url: &str, order_id: OrderId) -> String {
+    format!(
+        "{public_url}/orders/{order_id}?t={}",
+        key.token(order_id).as_str()
+    )
 }
 
 #[cfg(test)]

@@ -177,7 +177,7 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         .with_limits(limits)
         .with_secure_cookies(args.secure_cookies)
         .with_quotas(quotas)
-        .with_time_zone(args.time_zone.clone())
+        .with_site(&public_url, args.time_zone.clone())
         .with_list_cache_ttl(Duration::from_millis(args.list_cache_ms));
     let payments = args.payments.connect()?;
     let state = match payments.clone() {

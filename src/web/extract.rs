@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::{admission::ReadBody, error::ApiError};
 use crate::{
-    domain::{ConfirmToken, InvalidField},
+    domain::{CancelSecret, ConfirmToken, InvalidField, OrderId},
     error::AppError,
 };
 
@@ -120,6 +120,37 @@ impl<S: Send + Sync> FromRequest<S> for FormFields {
 }
 
 /// `t` from a query string, as a confirmation token (a mailed link's).
+/// The order's proof from a query (`s`, the cancel secret of the page the
+/// purchase led to; or `t`, the mailed token), and the query that carries
+/// it on. A `t` that the key derives for this order proves the mailbox
+/// (`mailed`): it is what the ticket mails link with.
+pub fn order_proof(
+    query: &str,
+    state: &super::AppState,
+    order_id: OrderId,
+) -> (crate::db::orders::Proof, String) {
+    let secret = form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == "s")
+        .and_then(|(_, value)| CancelSecret::parse(&value));
+    let token = confirm_token_in(query);
+    let carry = match (&secret, &token) {
+        (Some(secret), _) => format!("s={}", secret.as_str()),
+        (None, Some(token)) => format!("t={}", token.as_str()),
+        (None, None) => String::new(),
+    };
+    let token_hash = token.as_ref().map(ConfirmToken::hash);
+    // Hashes compared, not the tokens: no timing tells how much matched.
+    let mailed = token_hash
+        .as_ref()
+        .is_some_and(|hash| *hash == state.sales.confirm_key().token(order_id).hash());
+    let proof = crate::db::orders::Proof {
+        secret_hash: secret.as_ref().map(CancelSecret::hash),
+        token_hash,
+        mailed,
+    };
+    (proof, carry)
+}
+
 pub fn confirm_token_in(query: &str) -> Option<ConfirmToken> {
     form_urlencoded::parse(query.as_bytes())
         .find(|(key, _)| key == "t")

@@ -26,6 +26,7 @@ mod queue;
 mod router;
 mod state;
 mod telemetry;
+mod tickets;
 pub mod views;
 mod waitlist;
 mod webhooks;

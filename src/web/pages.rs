@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 
 use super::{
     AppState,
-    extract::{FormFields, PageContext, confirm_token_in, parse_id},
+    extract::{FormFields, PageContext, confirm_token_in, order_proof, parse_id},
     list_cache::EventPage,
     queue,
     views::{
@@ -282,11 +282,7 @@ pub async fn order(
     let order_id: OrderId = parse_id(&id)?;
     let query = query.unwrap_or_default();
     let secret = secret_in(query.as_bytes());
-    let token = confirm_token_in(&query);
-    let proof = db::orders::Proof {
-        secret_hash: secret.as_ref().map(CancelSecret::hash),
-        token_hash: token.as_ref().map(ConfirmToken::hash),
-    };
+    let (proof, carry) = order_proof(&query, &state, order_id);
     let (order, context, tickets, payment) = tokio::try_join!(
         sale::find_by_id(&state.db, order_id),
         db::orders::context(&state.db, order_id),
@@ -299,7 +295,10 @@ pub async fn order(
         &order,
         &context,
         &tickets,
-        secret.as_ref(),
+        &views::orders::Visitor {
+            secret: secret.as_ref(),
+            proof_query: &carry,
+        },
         &payment,
         state.clock.now(),
     ))

@@ -10,13 +10,13 @@ use axum::{
 };
 
 use super::{
-    extract::{PageContext, confirm_token_in, parse_id},
+    extract::{PageContext, order_proof, parse_id},
     state::AppState,
     views,
 };
 use crate::{
     db,
-    domain::{CancelSecret, ConfirmToken, OrderId, OrderStatus, Zone},
+    domain::{OrderId, OrderStatus, Zone},
     error::AppError,
     payments::{
         Payments, intent,
@@ -24,26 +24,6 @@ use crate::{
         stripe::IntentStatus,
     },
 };
-
-/// The order's proof from a query (`s`, the cancel secret of the page the
-/// purchase led to; or `t`, the mailed token), and the query that carries
-/// it on to the order page.
-fn proof_in(query: &str) -> (db::orders::Proof, String) {
-    let secret = form_urlencoded::parse(query.as_bytes())
-        .find(|(key, _)| key == "s")
-        .and_then(|(_, value)| CancelSecret::parse(&value));
-    let token = confirm_token_in(query);
-    let carry = match (&secret, &token) {
-        (Some(secret), _) => format!("s={}", secret.as_str()),
-        (None, Some(token)) => format!("t={}", token.as_str()),
-        (None, None) => String::new(),
-    };
-    let proof = db::orders::Proof {
-        secret_hash: secret.as_ref().map(CancelSecret::hash),
-        token_hash: token.as_ref().map(ConfirmToken::hash),
-    };
-    (proof, carry)
-}
 
 /// An order as its pay page and its return page see it.
 struct OrderToPay {
@@ -94,7 +74,7 @@ pub async fn pay_page(
     RawQuery(query): RawQuery,
 ) -> Result<Response, AppError> {
     let order_id: OrderId = parse_id(&id)?;
-    let (proof, carry) = proof_in(&query.unwrap_or_default());
+    let (proof, carry) = order_proof(&query.unwrap_or_default(), &state, order_id);
     let order = order_to_pay(&state, order_id, &proof).await?;
     if !order.proven {
         return Err(AppError::Forbidden(
@@ -165,7 +145,7 @@ pub async fn paid_return(
     RawQuery(query): RawQuery,
 ) -> Result<Redirect, AppError> {
     let order_id: OrderId = parse_id(&id)?;
-    let (proof, carry) = proof_in(&query.unwrap_or_default());
+    let (proof, carry) = order_proof(&query.unwrap_or_default(), &state, order_id);
     let order = order_to_pay(&state, order_id, &proof).await?;
     // Stripe is asked once per order every few seconds at most: a buyer
     // reloading this page cannot spend everyone's pacing.

@@ -21,7 +21,7 @@ use tower_sessions::{Expiry, SessionManagerLayer, cookie::SameSite};
 use super::{
     AppState, MAX_BODY_BYTES, account, admission, api, assets, auth, csrf, dashboard, door, error,
     layers::{self, limited_per_ip, rate_limited, security_headers},
-    organizer, pages, pay, presale, queue, session_store, telemetry, waitlist, webhooks,
+    organizer, pages, pay, presale, queue, session_store, telemetry, tickets, waitlist, webhooks,
 };
 use crate::error::AppError;
 
@@ -42,6 +42,9 @@ pub fn app(state: AppState) -> Router {
         .route("/events/{id}/queue/prequeue.json", get(queue::prequeue))
         .route("/orders/{id}", get(pages::order))
         .route("/orders/{id}/cancel", post(pages::cancel))
+        .route("/orders/{id}/tickets.pdf", get(tickets::pdf))
+        .route("/orders/{id}/event.ics", get(tickets::calendar))
+        .route("/tickets", get(tickets::find_form))
         .route("/orders/{id}/pay", get(pay::pay_page))
         .route("/orders/{id}/paid", get(pay::paid_return))
         // Stripe's signed events (no CSRF token: the signature is the proof).
@@ -76,6 +79,11 @@ pub fn app(state: AppState) -> Router {
         ))
         .merge(limited(
             Router::new().route("/signup", post(account::sign_up)),
+        ))
+        // "Find my tickets" mails an address: limited per client address
+        // like a log-in (and per mailbox in `mail::ask_lookup`).
+        .merge(limited(
+            Router::new().route("/tickets", post(tickets::find)),
         ));
 
     // Every organizer page lives under /organizer and every organizer API
@@ -124,6 +132,10 @@ pub fn app(state: AppState) -> Router {
             post(organizer::unpublish),
         )
         .route("/organizer/events/{id}/cancel", post(organizer::cancel))
+        .route(
+            "/organizer/events/{id}/orders/{order}/resend",
+            post(tickets::resend_from_dashboard),
+        )
         .route("/organizer/events/{id}/door-links", post(door::create_link))
         .route(
             "/organizer/events/{id}/door-links/{link}/revoke",

@@ -116,6 +116,8 @@ pub struct Shared {
     pub payments: Option<crate::payments::Payments>,
     /// The zone of events whose organizer names none.
     pub time_zone: crate::domain::Zone,
+    /// Where buyers reach the site (`--public-url`): the links in files.
+    pub public_url: String,
 }
 
 impl AppState {
@@ -162,6 +164,7 @@ impl AppState {
             code_guard: CodeGuard::new(Limits::default().code_failures_per_ip),
             payments: None,
             time_zone: crate::domain::Zone::utc(),
+            public_url: "http://localhost".to_owned(),
         }))
     }
 
@@ -175,8 +178,11 @@ impl AppState {
         self
     }
 
-    pub fn with_time_zone(mut self, zone: crate::domain::Zone) -> Self {
-        self.shared_mut().time_zone = zone;
+    /// Where buyers reach the site, and the zone of events that name none.
+    pub fn with_site(mut self, public_url: &str, zone: crate::domain::Zone) -> Self {
+        let shared = self.shared_mut();
+        shared.public_url = public_url.trim_end_matches('/').to_owned();
+        shared.time_zone = zone;
         self
     }
 

@@ -35,6 +35,7 @@ mod sale_concurrency;
 mod sale_guards;
 mod sale_window;
 mod strategies;
+mod ticket_mail;
 mod waiting_room;
 mod waitlist;
 mod webhooks;

@@ -68,6 +68,7 @@ use crate::web::{error::ErrorBody, extract::PageContext, views};
         super::organizer::orders::list_orders,
         super::organizer::orders::get_order,
         super::organizer::orders::cancel_order,
+        super::organizer::orders::resend_tickets,
         super::organizer::stats::stats,
         super::organizer::stats::sales_per_minute,
         super::checkin::redeem,

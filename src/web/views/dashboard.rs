@@ -15,7 +15,7 @@ use crate::{
         dashboard::{Dashboard, OrdersPage, Revenue, SalesTotals, TicketTypeSales},
         events::EventDetail,
     },
-    domain::{EventId, OrderId, SaleState, Zone, decimal_price, format_price},
+    domain::{EventId, OrderId, OrderStatus, SaleState, Zone, decimal_price, format_price},
     waiting_room::RoomStatus,
 };
 
@@ -59,7 +59,7 @@ pub fn page(
                         "Download all orders (CSV)"
                     }
                 }
-                (orders(event.id, &event.zone, &dashboard.orders))
+                (orders(ctx, event.id, &event.zone, &dashboard.orders))
             }
         },
     )
@@ -252,7 +252,7 @@ pub fn orders_href(event_id: EventId, query: &str, page: i64) -> String {
     )
 }
 
-fn orders(event_id: EventId, zone: &Zone, orders: &OrdersPage) -> Markup {
+fn orders(ctx: &PageContext, event_id: EventId, zone: &Zone, orders: &OrdersPage) -> Markup {
     let query = orders.query.as_str();
     html! {
         form.search method="get" action={ "/organizer/events/" (event_id) "#orders-heading" } role="search" {
@@ -281,7 +281,7 @@ fn orders(event_id: EventId, zone: &Zone, orders: &OrdersPage) -> Markup {
                 "Orders, newest first",
                 &[
                     ("Ordered", false), ("Email", false), ("Ticket type", false), ("Qty", true),
-                    ("Status", false), ("Total", true), ("Order", false),
+                    ("Status", false), ("Total", true), ("Order", false), ("Tickets", false),
                 ],
                 html! {
                     tbody {
@@ -296,6 +296,14 @@ fn orders(event_id: EventId, zone: &Zone, orders: &OrdersPage) -> Markup {
                                 td {
                                     a href={ "/orders/" (order.id) } aria-label={ "Order " (order.id) } {
                                         code { (short_id(order.id)) }
+                                    }
+                                }
+                                td {
+                                    @if order.status == OrderStatus::Confirmed {
+                                        form.inline method="post" action={ "/organizer/events/" (event_id) "/orders/" (order.id) "/resend" } data-once {
+                                            (csrf_field(ctx))
+                                            button.secondary.small type="submit" title="Mail this order's tickets to its buyer again" { "Resend" }
+                                        }
                                     }
                                 }
                             }

@@ -13,6 +13,7 @@ pub mod organizer;
 pub mod pay;
 pub mod presale;
 pub mod queue;
+pub mod tickets;
 pub mod waitlist;
 pub mod webhooks;
 
@@ -62,6 +63,7 @@ pub fn layout_refreshing(
                     nav aria-label="Main" {
                         a.brand href="/" { "Stampede" }
                         a href="/" { "Events" }
+                        a href="/tickets" { "My tickets" }
                         a href="/organizer" { "Organizer" }
                         @if let Some(organizer) = &ctx.organizer {
                             a href="/organizer/settings" title="Settings and API tokens" { (organizer.email) }

@@ -11,8 +11,15 @@ use crate::{
     sale::Order,
 };
 
-/// The order page. `secret` is the cancel secret from the page's URL
-/// (`?s=`): without it there is no cancel button. `tickets` is empty
+/// What the visitor came with: the cancel secret from the page's URL
+/// (`?s=`; without it there is no cancel button), and the query carrying
+/// their proof (`s=` or `t=`) on to the downloads.
+pub struct Visitor<'a> {
+    pub secret: Option<&'a CancelSecret>,
+    pub proof_query: &'a str,
+}
+
+/// The order page. `tickets` is empty
 /// unless the visitor proved the order (`db::orders::tickets`). A held
 /// order shows when its hold ends, and no tickets.
 pub fn page(
@@ -20,10 +27,11 @@ pub fn page(
     order: &Order,
     about: &OrderContext,
     tickets: &[Ticket],
-    secret: Option<&CancelSecret>,
+    visitor: &Visitor<'_>,
     payment: &PaymentState,
     now: OffsetDateTime,
 ) -> Markup {
+    let (secret, proof_query) = (visitor.secret, visitor.proof_query);
     let confirmed = order.status == OrderStatus::Confirmed;
     let total = order.unit_price_minor * i64::from(order.quantity);
     let tickets_word = if order.quantity == 1 {
@@ -118,6 +126,11 @@ pub fn page(
                 @if confirmed && !tickets.is_empty() {
                     h2 { "Your tickets" }
                     p.hint { "Show one code per person at the door, on screen or printed." }
+                    p.downloads {
+                        a.button href={ "/orders/" (order.id) "/tickets.pdf?" (proof_query) } download { "Download the tickets (PDF)" }
+                        " "
+                        a.button.secondary href={ "/orders/" (order.id) "/event.ics?" (proof_query) } download { "Add to calendar (.ics)" }
+                    }
                     ol.tickets {
                         @for ticket in tickets {
                             li.ticket {

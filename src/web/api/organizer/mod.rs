@@ -77,6 +77,10 @@ pub fn routes() -> Router<AppState> {
             "/api/v1/organizer/orders/{id}/cancel",
             post(orders::cancel_order),
         )
+        .route(
+            "/api/v1/organizer/orders/{id}/resend",
+            post(orders::resend_tickets),
+        )
 }
 
 async fn owned(

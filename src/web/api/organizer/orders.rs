@@ -3,6 +3,7 @@
 use axum::{
     Extension, Json,
     extract::{Path, RawQuery, State},
+    http::StatusCode,
 };
 
 use super::{ApiResult, owned};
@@ -102,4 +103,45 @@ pub(in crate::web::api) async fn cancel_order(
     state.events.forget_ticket_type(order.ticket_type_id).await;
     let order = db::order_sync::find_owned(&state.db, organizer.id, order_id).await?;
     Ok(Json(order.into()))
+}
+
+/// `POST /api/v1/organizer/orders/{id}/resend`: mail a confirmed order's
+/// tickets to its buyer again (the same mail as at its confirmation).
+#[utoipa::path(
+    post,
+    path = "/api/v1/organizer/orders/{id}/resend",
+    tag = "organizer",
+    summary = "Mail an order's tickets again",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The order's id"),
+    ),
+    responses(
+        (status = 202, description = "The mail is on its way (asked again within a minute: the same mail, not a second one)", body = ResendBody),
+        (status = 404, description = "No order of your events has this id", body = ErrorBody),
+        (status = 409, description = "The order is not confirmed (`not_confirmed`): it has no tickets", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub(in crate::web::api) async fn resend_tickets(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    Path(id): Path<String>,
+) -> ApiResult<(StatusCode, Json<ResendBody>)> {
+    let order_id = parse_id(&id)?;
+    crate::mail::ask_resend(&state.db, organizer.id, None, order_id, state.clock.now()).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(ResendBody {
+            order_id,
+            status: "queued",
+        }),
+    ))
+}
+
+/// A resend asked for.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ResendBody {
+    order_id: crate::domain::OrderId,
+    /// `queued`: the mailer sends it shortly.
+    status: &'static str,
 }

@@ -1,0 +1,227 @@
+//! Mails asked for outside the outbox (`mail_requests`): a buyer's "find
+//! my tickets", one mail listing the links of their orders, and an
+//! organizer's resend of one order's tickets.
+//!
+//! Asking writes a row; the mailer of any instance claims pending rows for
+//! a minute (a lease, so no transaction stays open while the SMTP server
+//! answers), sends each and marks it sent.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::{MailSettings, RoundError, Transport, deliver, order_mail};
+use crate::{
+    domain::{ConfirmKey, Email, EventId, OrderId, OrganizerId, Zone},
+    error::AppError,
+};
+
+/// One "find my tickets" mail per address in this long, whoever asks.
+pub const LOOKUP_EVERY: Duration = Duration::from_secs(10 * 60);
+/// Resends of one order: one in this long.
+pub const RESEND_EVERY: Duration = Duration::from_secs(60);
+/// The most orders one lookup mail lists (the newest events first).
+const LOOKUP_ORDERS: i64 = 50;
+const CLAIM: Duration = Duration::from_secs(60);
+
+/// Ask for the mail listing this address's orders. Answers the same
+/// whether the address has orders or not (the mailer finds out, and sends
+/// nothing for none), and asks nothing again within [`LOOKUP_EVERY`].
+pub async fn ask_lookup(db: &PgPool, email: &Email, now: OffsetDateTime) -> Result<(), AppError> {
+    sqlx::query!(
+        "INSERT INTO mail_requests (kind, email, requested_at)
+         SELECT 'lookup', $1, $2
+         WHERE NOT EXISTS (SELECT 1 FROM mail_requests
+                           WHERE email = $1 AND kind = 'lookup' AND requested_at > $2::timestamptz - $3::interval)",
+        email.as_str(),
+        now,
+        interval(LOOKUP_EVERY),
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Ask to mail a confirmed order of this organizer's (of this event, if
+/// given) its tickets again. Another organizer's order is "not found"; one
+/// not confirmed is refused. Within [`RESEND_EVERY`] of the last, nothing
+/// more is asked (the answer is the same: the mail is on its way).
+pub async fn ask_resend(
+    db: &PgPool,
+    organizer_id: OrganizerId,
+    event_id: Option<EventId>,
+    order_id: OrderId,
+    now: OffsetDateTime,
+) -> Result<(), AppError> {
+    let status = sqlx::query_scalar!(
+        "SELECT o.status FROM orders o
+         JOIN ticket_types t ON t.id = o.ticket_type_id
+         JOIN events e ON e.id = t.event_id
+         WHERE o.id = $1 AND ($2::uuid IS NULL OR e.id = $2) AND e.organizer_id = $3",
+        order_id.get(),
+        event_id.map(EventId::get),
+        organizer_id.get(),
+    )
+    .fetch_optional(db)
+    .await?
+    .ok_or(AppError::NotFound)?;
+    if status != "confirmed" {
+        return Err(AppError::NotConfirmed);
+    }
+    sqlx::query!(
+        "INSERT INTO mail_requests (kind, order_id, email, requested_at)
+         SELECT 'resend', o.id, o.email, $2 FROM orders o
+         WHERE o.id = $1
+           AND NOT EXISTS (SELECT 1 FROM mail_requests r WHERE r.order_id = $1
+                           AND (r.sent_at IS NULL OR r.requested_at > $2::timestamptz - $3::interval))",
+        order_id.get(),
+        now,
+        interval(RESEND_EVERY),
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+fn interval(every: Duration) -> sqlx::postgres::types::PgInterval {
+    sqlx::postgres::types::PgInterval {
+        months: 0,
+        days: 0,
+        microseconds: i64::try_from(every.as_micros()).unwrap_or(i64::MAX),
+    }
+}
+
+struct Claimed {
+    id: Uuid,
+    kind: String,
+    order_id: Option<Uuid>,
+    email: String,
+}
+
+/// Claim up to `batch` pending requests, send them, mark each sent as it
+/// goes; returns how many were claimed. A mail the server cannot take now
+/// ends the round (its lease runs out and it is tried again).
+pub(super) async fn round(
+    db: &PgPool,
+    key: &ConfirmKey,
+    settings: &MailSettings,
+    transport: &Transport,
+) -> Result<usize, RoundError> {
+    let claimed = sqlx::query_as!(
+        Claimed,
+        "UPDATE mail_requests r SET claimed_until = now() + $2::interval
+         FROM (SELECT id FROM mail_requests
+               WHERE sent_at IS NULL AND (claimed_until IS NULL OR claimed_until < now())
+               ORDER BY requested_at LIMIT $1 FOR UPDATE SKIP LOCKED) due
+         WHERE r.id = due.id
+         RETURNING r.id, r.kind, r.order_id, r.email",
+        settings.batch,
+        interval(CLAIM),
+    )
+    .fetch_all(db)
+    .await?;
+    for request in &claimed {
+        send(db, key, settings, transport, request).await?;
+        sqlx::query!(
+            "UPDATE mail_requests SET sent_at = now() WHERE id = $1",
+            request.id
+        )
+        .execute(db)
+        .await?;
+    }
+    Ok(claimed.len())
+}
+
+async fn send(
+    db: &PgPool,
+    key: &ConfirmKey,
+    settings: &MailSettings,
+    transport: &Transport,
+    request: &Claimed,
+) -> Result<(), RoundError> {
+    match (request.kind.as_str(), request.order_id) {
+        ("resend", Some(order_id)) => {
+            let order_id = OrderId::from(order_id);
+            // Cancelled since it was asked: nothing to send.
+            let Some(facts) = order_mail::facts(db, order_id)
+                .await?
+                .filter(|facts| facts.status == "confirmed")
+            else {
+                return Ok(());
+            };
+            let link = super::order_link(key, &settings.public_url, order_id);
+            let recipient = facts.email.clone();
+            let (owned, id) = (settings.clone(), request.id);
+            let build = move || {
+                order_mail::tickets_message(&owned, id, &facts, &link, OffsetDateTime::now_utc())
+            };
+            deliver(transport, id, &recipient, build).await
+        }
+        _ => {
+            let orders = lookup_orders(db, &request.email).await?;
+            if orders.is_empty() {
+                return Ok(());
+            }
+            let body = lookup_text(key, &settings.public_url, &orders);
+            let message = order_mail::plain_message(
+                settings,
+                request.id,
+                &request.email,
+                "Your tickets",
+                body,
+            );
+            deliver(transport, request.id, &request.email, move || Ok(message)).await
+        }
+    }
+}
+
+struct Listed {
+    id: Uuid,
+    status: String,
+    quantity: i32,
+    ticket_type: String,
+    title: String,
+    starts_at: OffsetDateTime,
+    zone: Zone,
+}
+
+async fn lookup_orders(db: &PgPool, email: &str) -> Result<Vec<Listed>, sqlx::Error> {
+    sqlx::query_as!(
+        Listed,
+        r#"SELECT o.id, o.status, o.quantity, t.name AS ticket_type, e.title, e.starts_at,
+                  e.time_zone AS "zone: Zone"
+           FROM orders o
+           JOIN ticket_types t ON t.id = o.ticket_type_id
+           JOIN events e ON e.id = t.event_id
+           WHERE o.email = $1 AND o.status IN ('confirmed', 'held')
+           ORDER BY e.starts_at DESC, o.created_at DESC
+           LIMIT $2"#,
+        email,
+        LOOKUP_ORDERS,
+    )
+    .fetch_all(db)
+    .await
+}
+
+fn lookup_text(key: &ConfirmKey, public_url: &str, orders: &[Listed]) -> String {
+    let mut text = String::from("Here are the links to your orders, as you asked:\n\n");
+    for order in orders {
+        let held = if order.status == "held" {
+            " (held, not yet confirmed)"
+        } else {
+            ""
+        };
+        text.push_str(&format!(
+            "{title}, {when}: {quantity} × {ticket_type}{held}\n{link}\n\n",
+            title = order.title,
+            when = order.zone.format(order.starts_at),
+            quantity = order.quantity,
+            ticket_type = order.ticket_type,
+            link = super::order_link(key, public_url, OrderId::from(order.id)),
+        ));
+    }
+    text.push_str("If you did not ask for this mail, you can ignore it: the links work only for whoever has this mailbox.\n");
+    text
+}
