@@ -288,7 +288,9 @@ async fn send_once(
                 Box::new(move || Ok(built))
             }
         };
-    deliver(transport, row.id, &mail.email, build).await?;
+    if !deliver(transport, row.id, &mail.email, build).await? {
+        return Ok(());
+    }
     sqlx::query!(
         "INSERT INTO mail_sent (message_id, order_id, waitlist_entry_id, recipient)
          VALUES ($1, $2, $3, $4)

@@ -157,7 +157,7 @@ async fn send(
             let build = move || {
                 order_mail::tickets_message(&owned, id, &facts, &link, OffsetDateTime::now_utc())
             };
-            deliver(transport, id, &recipient, build).await
+            deliver(transport, id, &recipient, build).await.map(drop)
         }
         _ => {
             let orders = lookup_orders(db, &request.email).await?;
@@ -172,7 +172,9 @@ async fn send(
                 "Your tickets",
                 body,
             );
-            deliver(transport, request.id, &request.email, move || Ok(message)).await
+            deliver(transport, request.id, &request.email, move || Ok(message))
+                .await
+                .map(drop)
         }
     }
 }

@@ -27,19 +27,21 @@ impl Transport {
 }
 
 /// Build a message (off the async threads: a ticket mail renders a PDF and
-/// QR codes) and hand it to the transport. `Ok` once the server accepted
-/// it, or refused this mailbox for good (counted, logged: trying again
-/// cannot help); an error stops the round, to be tried again.
+/// QR codes) and hand it to the transport. `Ok(true)` once the server (or
+/// the log) took it; `Ok(false)` when nothing can reach the address: the
+/// server refused this mailbox for good (counted, logged: trying again
+/// cannot help), or the mail library refuses it. An error stops the round,
+/// to be tried again.
 pub(super) async fn deliver(
     transport: &Transport,
     id: uuid::Uuid,
     recipient: &str,
     build: impl FnOnce() -> Result<Option<Message>, MailBuildError> + Send + 'static,
-) -> Result<(), RoundError> {
+) -> Result<bool, RoundError> {
     let smtp = match transport {
         Transport::Log => {
             tracing::info!(%id, recipient, "a mail (no SMTP configured: logged, not sent)");
-            return Ok(());
+            return Ok(true);
         }
         Transport::Smtp(smtp) => smtp,
     };
@@ -52,12 +54,12 @@ pub(super) async fn deliver(
         // nothing can reach it.
         Ok(None) => {
             tracing::warn!(%id, "cannot mail this address");
-            return Ok(());
+            return Ok(false);
         }
         Err(err) => return Err(RoundError::Build(err.to_string())),
     };
     match smtp.send(message).await {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(true),
         // The server refuses this recipient for good (550, 551, 553: no
         // such mailbox, not here, a name not allowed): trying again cannot
         // help, and must not hold up everyone else's mail. Any other
@@ -66,7 +68,7 @@ pub(super) async fn deliver(
         Err(err) if refuses_the_mailbox(&err) => {
             metrics::counter!("stampede_mails_refused_total").increment(1);
             tracing::warn!(%id, error = %err, "the SMTP server refused this mail for good; skipped");
-            Ok(())
+            Ok(false)
         }
         Err(err) => Err(RoundError::Smtp(err.to_string())),
     }

@@ -359,19 +359,27 @@ async fn the_confirmation_mail_arrives_and_its_link_confirms_once(
     assert!(!page.contains("ticket-code"), "{page}");
     assert_invariants(&pool).await;
 
-    // Another instance's mailer, and this one restarted, send nothing again.
+    // The confirmation brings the tickets' mail; then another instance's
+    // mailer, and this one restarted, send nothing again.
+    let tickets = sink
+        .wait_for_mail(Duration::from_secs(20), |m| {
+            m.header("Subject")
+                .is_some_and(|s| s.starts_with("Your tickets"))
+        })
+        .await;
+    assert_eq!(tickets.to, ["ada@example.org"]);
     mailer.abort();
     let again = [
         mail::spawn(pool.clone(), key.clone(), settings(sink.url())).unwrap(),
         mail::spawn(pool.clone(), key.clone(), settings(sink.url())).unwrap(),
     ];
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(sink.mails().len(), 1);
+    assert_eq!(sink.mails().len(), 2);
     let sent: i64 = sqlx::query_scalar("SELECT count(*) FROM mail_sent")
         .fetch_one(&pool)
         .await
         .unwrap();
-    assert_eq!(sent, 1);
+    assert_eq!(sent, 2);
     for task in again {
         task.abort();
     }

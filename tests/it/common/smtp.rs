@@ -86,6 +86,25 @@ impl Sink {
         self.mails.lock().unwrap().clone()
     }
 
+    /// Wait (up to `within`) for the first mail that `wanted` picks.
+    pub async fn wait_for_mail(&self, within: Duration, wanted: impl Fn(&Mail) -> bool) -> Mail {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(mail) = self.mails().into_iter().find(&wanted) {
+                return mail;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no such mail within {within:?} among {:?}",
+                self.mails()
+                    .iter()
+                    .map(|m| m.header("Subject"))
+                    .collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Wait (up to `within`) until at least `count` mails have arrived.
     pub async fn wait_for(&self, count: usize, within: Duration) -> Vec<Mail> {
         let deadline = tokio::time::Instant::now() + within;
