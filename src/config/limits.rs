@@ -24,8 +24,8 @@ pub struct LimitArgs {
     pub max_purchases_in_flight: usize,
 
     /// Requests in flight from one client address (IPv6: one /64); beyond
-    /// this, 429. 0 turns the cap off (behind a proxy, every request comes
-    /// from the proxy's address).
+    /// this, 429. 0 turns the cap off. Behind a balancer, see
+    /// `--proxy-protocol` and `--trusted-proxies`.
     #[arg(
         long,
         env = "STAMPEDE_MAX_IN_FLIGHT_PER_IP",
@@ -95,6 +95,33 @@ pub struct LimitArgs {
         global = true
     )]
     pub request_timeout_secs: u64,
+
+    /// Every connection starts with a PROXY protocol v2 header (HAProxy's
+    /// `send-proxy-v2`) naming its client; one without is closed. With
+    /// `--trusted-proxies`, only those peers may connect at all.
+    #[arg(long, env = "STAMPEDE_PROXY_PROTOCOL", global = true)]
+    pub proxy_protocol: bool,
+
+    /// Balancers whose word about the client is taken, as CIDRs
+    /// (`10.0.0.0/8,127.0.0.1/32`): from them, `X-Forwarded-For` is read
+    /// right to left to the first address that is not one of them. From
+    /// anyone else it is ignored.
+    #[arg(
+        long,
+        env = "STAMPEDE_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        value_parser = parse_cidr,
+        global = true
+    )]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+}
+
+/// A CIDR, or a bare address (one host).
+fn parse_cidr(raw: &str) -> Result<ipnet::IpNet, String> {
+    let raw = raw.trim();
+    raw.parse::<ipnet::IpNet>()
+        .or_else(|_| raw.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("\"{raw}\" is not an address or a CIDR such as 10.0.0.0/8"))
 }
 
 /// Purchases per client address and per buyer email; API requests per account.
@@ -147,8 +174,7 @@ pub struct RateArgs {
     /// Failed presale code checks (a `?code=` that unlocks nothing, a
     /// purchase refused for its code) one client address may make per event
     /// before each further one waits: 2 s, doubling, up to an hour. 0 turns
-    /// the limit off: behind a proxy that shows every client with its own
-    /// address.
+    /// the limit off.
     #[arg(
         long,
         env = "STAMPEDE_PRESALE_CODE_FAILURES_PER_IP",

@@ -109,8 +109,8 @@ pub struct SaleArgs {
 
     /// Held orders: unconfirmed tickets one client address (IPv6: one /64)
     /// may hold per event for mailboxes not yet proven (no held order of
-    /// theirs confirmed from its mail yet); beyond, 429. 0 turns it off:
-    /// behind a proxy that shows every client with its own address.
+    /// theirs confirmed from its mail yet); beyond, 429. 0 turns it off.
+    /// Behind a balancer, see `--proxy-protocol` and `--trusted-proxies`.
     #[arg(
         long,
         env = "STAMPEDE_HELD_PER_ADDRESS",

@@ -242,7 +242,10 @@ impl AsyncWrite for Metered {
 #[derive(Clone)]
 pub(super) struct ConnService {
     pub router: Router,
+    /// The connection's client: its peer, or who a PROXY header named.
     pub peer: SocketAddr,
+    /// A trusted balancer's `X-Forwarded-For` names each request's client.
+    pub clients: super::proxy::ClientAddressing,
     pub activity: Arc<Activity>,
     /// A connection of the descriptor reserve (`super::reserve`): health
     /// checks only, each answer closing it.
@@ -272,7 +275,8 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
         let health_only = self.health_only;
         let open = self.activity.request_started();
         let mut request = request.map(Body::new);
-        request.extensions_mut().insert(ConnectInfo(self.peer));
+        let client = self.clients.client_of(self.peer, request.headers());
+        request.extensions_mut().insert(ConnectInfo(client));
         let response = self.router.clone().oneshot(request);
         Box::pin(async move {
             let mut response = response.await?;

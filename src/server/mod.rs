@@ -1,24 +1,21 @@
-//! Serving the app: the accept loop, per-address connection caps, deadlines
-//! on every connection, and graceful shutdown.
+//! Serving the app: the accept loop (`accept`), per-address connection
+//! caps, the client behind a trusted balancer (`proxy`), deadlines on every
+//! connection, and graceful shutdown.
 //!
 //! `axum::serve` gives hyper no timer, so slow heads and idle keep-alive
 //! connections would live for ever; this serves through hyper's HTTP/1
 //! builder with a timer, a small read buffer and our own watchdog (see
 //! [`connection`]).
 
+mod accept;
 mod connection;
 mod descriptors;
+mod proxy;
 mod reserve;
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use axum::Router;
-use hyper::server::conn::http1;
-use hyper_util::{
-    rt::{TokioIo, TokioTimer},
-    server::graceful::GracefulShutdown,
-};
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tower_sessions::session_store::ExpiredDeletion as _;
@@ -31,17 +28,20 @@ use crate::{
     outbox::{self, RelaySettings},
     sale::{self, EngineSettings, GateRedis, GateSettings},
     waiting_room::{self, RoomKey, Rooms},
-    web::{self, AppState, Limits, per_client::PerClient, purchase_limits::PurchaseRates},
+    web::{self, AppState, Limits, purchase_limits::PurchaseRates},
     webhooks::{self, WebhookSettings},
 };
-use connection::{Activity, ConnService, Deadlines, Metered};
+pub use accept::serve;
+use connection::Deadlines;
+pub use proxy::ClientAddressing;
 
 /// Largest request head (request line and headers) a connection buffers;
 /// beyond it the answer is 431. Browsers send a few KiB.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 
-/// Connection-level limits (request-level ones are in [`Limits`]).
-#[derive(Debug, Clone, Copy)]
+/// Connection-level limits (request-level ones are in [`Limits`]), and
+/// how the client's address is learnt.
+#[derive(Debug, Clone)]
 pub struct ConnLimits {
     /// Open connections per client address (IPv6: per /64); 0 = no cap.
     pub max_connections_per_ip: usize,
@@ -52,6 +52,9 @@ pub struct ConnLimits {
     pub header_read_timeout: Duration,
     /// A connection with no request open is closed after this long quiet.
     pub idle_timeout: Duration,
+    /// The client behind a trusted balancer (the PROXY protocol,
+    /// `X-Forwarded-For`).
+    pub clients: ClientAddressing,
     /// How long a handler may take (the app's request timeout): with a
     /// request open, nothing may move for this plus the header timeout.
     pub request_timeout: Duration,
@@ -64,6 +67,7 @@ impl Default for ConnLimits {
             max_connections: 0,
             header_read_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(30),
+            clients: ClientAddressing::default(),
             request_timeout: Limits::default().request_timeout,
         }
     }
@@ -101,6 +105,10 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     };
     let conn_limits = ConnLimits {
         max_connections_per_ip: args.limits.max_connections_per_ip,
+        clients: ClientAddressing {
+            proxy_protocol: args.limits.proxy_protocol,
+            trusted: args.limits.trusted_proxies.clone().into(),
+        },
         max_connections: args.limits.max_connections,
         header_read_timeout: Duration::from_secs(args.limits.header_read_timeout_secs),
         idle_timeout: Duration::from_secs(args.limits.idle_timeout_secs),
@@ -280,95 +288,6 @@ fn relay_settings(url: &str, args: &ServeArgs) -> anyhow::Result<RelaySettings> 
     settings.poll = Duration::from_millis(args.outbox.outbox_poll_ms);
     settings.retention = Duration::from_secs(args.outbox.outbox_retention_hours * 3600);
     Ok(settings)
-}
-
-/// Serve `app` on `listener` until `shutdown` resolves, then stop accepting
-/// and let open requests finish (closing idle connections at once).
-pub async fn serve(
-    listener: TcpListener,
-    app: Router,
-    limits: ConnLimits,
-    shutdown: impl Future<Output = ()>,
-) {
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        // A backstop: hyper's timer runs from the moment it waits for a
-        // head (idle time included); the watchdog is stricter.
-        .header_read_timeout(limits.idle_timeout + limits.header_read_timeout)
-        .max_buf_size(MAX_HEAD_BYTES);
-    let per_ip = PerClient::new(limits.max_connections_per_ip);
-    let seats = reserve::Seats::new(limits.max_connections);
-    let deadlines = limits.deadlines();
-    let graceful = GracefulShutdown::new();
-    let mut accept_errors = descriptors::AcceptErrors::new();
-    tokio::pin!(shutdown);
-    loop {
-        let accepted = tokio::select! {
-            biased;
-            () = &mut shutdown => break,
-            accepted = listener.accept() => accepted,
-        };
-        let (stream, peer) = match accepted {
-            Ok(pair) => {
-                accept_errors.recovered();
-                pair
-            }
-            Err(err) => {
-                accept_errors.handle(&listener, err).await;
-                continue;
-            }
-        };
-        let Some(slot) = per_ip.try_acquire(peer.ip()) else {
-            tracing::debug!(%peer, "refused a connection: too many from this address");
-            descriptors::refuse(stream, "Too many connections from your address.").await;
-            continue;
-        };
-        // Past the site's cap, the reserve: health checks only.
-        let Some((seat, health_only)) = seats.take() else {
-            descriptors::refuse(stream, "Stampede is very busy right now; please try again.").await;
-            continue;
-        };
-        if let Err(err) = stream.set_nodelay(true) {
-            tracing::debug!(%err, "cannot set TCP_NODELAY");
-        }
-        let activity = Activity::new(deadlines.of(health_only));
-        let service = ConnService {
-            router: app.clone(),
-            peer,
-            activity: activity.clone(),
-            health_only,
-        };
-        let io = TokioIo::new(Metered::new(stream, activity.clone()));
-        let connection = graceful.watch(builder.serve_connection(io, service));
-        tokio::spawn(async move {
-            tokio::select! {
-                result = connection => {
-                    if let Err(err) = result {
-                        tracing::debug!(%peer, %err, "connection ended with an error");
-                    }
-                }
-                why = activity.expired() => {
-                    tracing::debug!(%peer, ?why, "closed a connection past its deadline");
-                }
-            }
-            drop((slot, seat));
-        });
-    }
-    drop(listener);
-    tracing::info!(
-        connections = graceful.count(),
-        "shutting down: finishing in-flight requests"
-    );
-    // Open requests end within the request timeout, heads within the
-    // header timeout; after that, whatever is left is dropped.
-    let grace = limits.request_timeout + limits.header_read_timeout;
-    if tokio::time::timeout(grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("grace period over: closing the remaining connections");
-    }
 }
 
 /// SIGTERM or Ctrl-C.

@@ -14,6 +14,7 @@ mod common;
 mod gate;
 mod http;
 
+mod behind_a_balancer;
 mod burst;
 mod checkin_concurrency;
 mod docs;

@@ -10,6 +10,7 @@ pub mod checkin;
 pub mod cluster;
 pub mod forms;
 pub mod gate;
+pub mod haproxy;
 pub mod holds;
 pub mod localstripe;
 pub mod locks;

@@ -72,10 +72,17 @@ impl ServerProcess {
             metrics_base: format!("http://127.0.0.1:{metrics_port}"),
         };
         let client = reqwest::Client::new();
+        // Behind the PROXY protocol the site's listener takes only what a
+        // balancer sends: ask the metrics listener instead.
+        let probe = if args.contains(&"--proxy-protocol") {
+            server.metrics_url()
+        } else {
+            server.url("/healthz")
+        };
         for _ in 0..200 {
             // `connection: close`: no idle connection of ours outlives start-up.
             let health = client
-                .get(server.url("/healthz"))
+                .get(&probe)
                 .header("connection", "close")
                 .send()
                 .await;

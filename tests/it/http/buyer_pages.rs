@@ -141,8 +141,11 @@ async fn event_page_before_the_sale_opens_says_when_it_opens_and_has_no_form(poo
     let resp = get(&app, &format!("/events/{}", fixture.event_id)).await;
     assert_eq!(resp.status(), StatusCode::OK);
     let body = resp.text().await.unwrap();
+    // The time in the event's zone (UTC here), labeled, in a <time> whose
+    // instant the page's script reads.
     assert!(
-        body.contains(&format!("The sale opens {}.", shown_time(opens))),
+        body.contains("The sale opens <time datetime=\"")
+            && body.contains(&format!("data-zone=\"UTC\">{}</time>.", shown_time(opens))),
         "{body}"
     );
     assert!(
