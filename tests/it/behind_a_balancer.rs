@@ -3,13 +3,15 @@
 //! separately, whether HAProxy names the client by the PROXY protocol v2
 //! or by `X-Forwarded-For`; a forged `X-Forwarded-For` from a peer that is
 //! not a trusted proxy changes nothing; a listener that requires the PROXY
-//! protocol closes a connection without it.
+//! protocol closes a connection without it. And an instance SIGKILLed in
+//! the middle of a rush through HAProxy loses no order.
 
 // A test that cannot go on panics: unwrap and expect say where.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -157,4 +159,162 @@ async fn a_listener_that_requires_the_proxy_protocol_closes_a_connection_without
             String::from_utf8_lossy(&answer)
         );
     }
+}
+
+/// What one buyer ended with: the order they were told of, or a refusal
+/// (sold out); and their attempts' latencies and failures.
+struct Outcome {
+    email: String,
+    key: String,
+    order: Option<String>,
+    failures: Vec<std::time::Instant>,
+    latencies: Vec<Duration>,
+}
+
+/// One buyer through the balancer, retrying with the same idempotency key
+/// after a failure (a 5xx, a dropped connection) until they get an answer.
+async fn buyer_until_answered(
+    client: reqwest::Client,
+    url: String,
+    ticket_type: Uuid,
+    i: usize,
+) -> Outcome {
+    let (email, key) = (format!("rush{i}@example.org"), fresh_key());
+    let mut outcome = Outcome {
+        email,
+        key,
+        order: None,
+        failures: Vec::new(),
+        latencies: Vec::new(),
+    };
+    for _ in 0..100 {
+        let started = std::time::Instant::now();
+        let response = client
+            .post(&url)
+            .json(&json!({
+                "ticket_type_id": ticket_type, "quantity": 1,
+                "email": outcome.email, "idempotency_key": outcome.key,
+            }))
+            .timeout(Duration::from_secs(20))
+            .send()
+            .await;
+        outcome.latencies.push(started.elapsed());
+        match response {
+            Ok(response) if matches!(response.status().as_u16(), 200 | 201) => {
+                let body: serde_json::Value = response.json().await.unwrap();
+                outcome.order = Some(body["id"].as_str().unwrap().to_owned());
+                return outcome;
+            }
+            // Sold out: an answer too.
+            Ok(response) if response.status().as_u16() == 409 => return outcome,
+            Ok(response) => {
+                let status = response.status().as_u16();
+                assert!(
+                    status >= 500,
+                    "a refusal other than sold out or a failure: {status}"
+                );
+                outcome.failures.push(std::time::Instant::now());
+            }
+            Err(_) => outcome.failures.push(std::time::Instant::now()),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{} got no answer in 100 attempts", outcome.email);
+}
+
+/// Issue 37's fault: three instances behind HAProxy (PROXY protocol, health
+/// checks on `/readyz` every 200 ms), a rush of 1,500 buyers for 1,000
+/// tickets, and one instance SIGKILLed in the middle. HAProxy routes round
+/// it; every buyer, retrying with their key, ends with their one order or
+/// sold out; every answered order is committed and every committed one was
+/// answered; nothing is oversold.
+#[sqlx::test]
+async fn an_instance_killed_mid_rush_behind_haproxy_loses_no_order(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let pool = pool(connect.clone(), 5).await;
+    let fixture = published_event(&pool, &[TicketSpec::new(1000, 1, 1)]).await;
+    let tt = fixture.ticket_type_id();
+    let url = database_url(&connect);
+    let args = [
+        "--proxy-protocol",
+        "--trusted-proxies",
+        "127.0.0.1/32",
+        "--purchase-burst-per-ip",
+        "0",
+        "--purchase-burst-per-email",
+        "0",
+    ];
+    let mut instances = Vec::new();
+    for _ in 0..3 {
+        instances.push(ServerProcess::start(&url, &args).await);
+    }
+    let addrs: Vec<_> = instances.iter().map(|i| i.addr).collect();
+    let balancer = Haproxy::start(&addrs, Forwarding::ProxyProtocol).await;
+    let client = client_from(loopback(7));
+    let orders = balancer.url("/api/v1/orders");
+    let rush = tokio::spawn(
+        futures::stream::iter(0..1500)
+            .map(move |i| buyer_until_answered(client.clone(), orders.clone(), tt, i))
+            .buffer_unordered(48)
+            .collect::<Vec<_>>(),
+    );
+    // Kill one instance once the rush is under way.
+    for _ in 0..4000 {
+        if crate::common::order_count(&pool).await >= 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let killed_at = std::time::Instant::now();
+    instances[0].kill();
+    let outcomes = rush.await.unwrap();
+
+    // Every answered order is committed, with the buyer's key; every
+    // committed order was answered; each buyer has at most one.
+    let committed: Vec<(String, String, Uuid)> = sqlx::query_as(
+        "SELECT email, idempotency_key, id FROM orders WHERE ticket_type_id = $1 AND status = 'confirmed'",
+    )
+    .bind(tt)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let committed: std::collections::BTreeMap<(String, String), String> = committed
+        .into_iter()
+        .map(|(email, key, id)| ((email, key), id.to_string()))
+        .collect();
+    let answered: std::collections::BTreeMap<(String, String), String> = outcomes
+        .iter()
+        .filter_map(|o| Some(((o.email.clone(), o.key.clone()), o.order.clone()?)))
+        .collect();
+    assert_eq!(answered, committed, "answered and committed orders differ");
+    assert_eq!(committed.len(), 1000, "the rush sold out");
+    assert_invariants(&pool).await;
+
+    // The error window: failures after the kill, and the p99 around it.
+    let failures: Vec<_> = outcomes
+        .iter()
+        .flat_map(|o| o.failures.iter().copied())
+        .collect();
+    let last_failure = failures.iter().filter(|at| **at >= killed_at).max();
+    let window = last_failure.map_or(Duration::ZERO, |at| at.duration_since(killed_at));
+    let mut latencies: Vec<_> = outcomes
+        .iter()
+        .flat_map(|o| o.latencies.iter().copied())
+        .collect();
+    latencies.sort();
+    let p99 = latencies[latencies.len() * 99 / 100];
+    eprintln!(
+        "SIGKILL mid-rush behind HAProxy: {} failed attempts (retried with the same key), \
+         the last {window:?} after the kill; p99 of all attempts {p99:?}",
+        failures.len()
+    );
+    // HAProxy's checks (every 200 ms, down after 2) take the instance out:
+    // no failure long after that (a margin for a shared machine).
+    assert!(
+        window < Duration::from_secs(5),
+        "failures went on for {window:?}"
+    );
+    drop(balancer);
 }
