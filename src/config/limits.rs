@@ -96,6 +96,19 @@ pub struct LimitArgs {
     )]
     pub request_timeout_secs: u64,
 
+    /// Seconds to drain on SIGTERM before the listener closes: `/readyz`
+    /// answers 503 meanwhile (everything else is served as before), so a
+    /// balancer checking it stops sending requests here first. Set it
+    /// above the balancer's check interval times its fall count.
+    #[arg(
+        long,
+        env = "STAMPEDE_DRAIN_SECS",
+        default_value_t = 0,
+        value_parser = clap::value_parser!(u64).range(0..=300),
+        global = true
+    )]
+    pub drain_secs: u64,
+
     /// Every connection starts with a PROXY protocol v2 header (HAProxy's
     /// `send-proxy-v2`) naming its client; one without is closed. With
     /// `--trusted-proxies`, only those peers may connect at all.

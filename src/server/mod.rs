@@ -213,6 +213,7 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
     };
     let webhooks =
         webhooks::spawn(pool.clone(), webhook_settings).context("building the webhook client")?;
+    let draining = state.draining.clone();
     let app = crate::app(state);
     let payer = payments.map(|payments| crate::payments::spawn(pool.clone(), payments));
     // Every instance runs one; one at a time admits (see waiting_room::tick).
@@ -232,7 +233,8 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
-    serve(listener, app, conn_limits, shutdown_signal()).await;
+    let drain = Duration::from_secs(args.limits.drain_secs);
+    serve(listener, app, conn_limits, drained(drain, draining)).await;
     if let Some(metrics) = metrics {
         metrics.abort();
     }
@@ -288,6 +290,21 @@ fn relay_settings(url: &str, args: &ServeArgs) -> anyhow::Result<RelaySettings> 
     settings.poll = Duration::from_millis(args.outbox.outbox_poll_ms);
     settings.retention = Duration::from_secs(args.outbox.outbox_retention_hours * 3600);
     Ok(settings)
+}
+
+/// SIGTERM or Ctrl-C, then `drain` with `/readyz` answering 503, so that
+/// the balancer's checks take this instance out before it stops accepting:
+/// no request is sent to it after.
+async fn drained(drain: Duration, draining: Arc<std::sync::atomic::AtomicBool>) {
+    shutdown_signal().await;
+    if !drain.is_zero() {
+        draining.store(true, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(
+            ?drain,
+            "draining: /readyz answers 503 before the listener closes"
+        );
+        tokio::time::sleep(drain).await;
+    }
 }
 
 /// SIGTERM or Ctrl-C.

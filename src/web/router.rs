@@ -275,10 +275,13 @@ pub fn app(state: AppState) -> Router {
         )
 }
 
-/// Readiness: the database answers (for a load balancer choosing where to
-/// send buyers; liveness is `/healthz`).
-async fn ready(State(db): State<sqlx::PgPool>) -> Result<&'static str, AppError> {
-    crate::db::ping(&db).await?;
+/// Readiness: the database answers and the instance is not draining (for
+/// a load balancer choosing where to send buyers; liveness is `/healthz`).
+async fn ready(State(state): State<AppState>) -> Result<&'static str, AppError> {
+    if state.draining.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(AppError::Overloaded);
+    }
+    crate::db::ping(&state.db).await?;
     Ok("ready")
 }
 

@@ -118,6 +118,9 @@ pub struct Shared {
     pub time_zone: crate::domain::Zone,
     /// Where buyers reach the site (`--public-url`): the links in files.
     pub public_url: String,
+    /// Shutting down: `/readyz` answers 503 so that the balancer stops
+    /// sending buyers here before the listener closes.
+    pub draining: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl AppState {
@@ -165,6 +168,7 @@ impl AppState {
             payments: None,
             time_zone: crate::domain::Zone::utc(),
             public_url: "http://localhost".to_owned(),
+            draining: Arc::default(),
         }))
     }
 

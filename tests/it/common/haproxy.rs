@@ -50,9 +50,14 @@ impl Haproxy {
                 format!("  server s{i} {addr} {server_options} check inter 200ms fall 2 rise 1\n")
             })
             .collect();
+        // `retries` with `redispatch`: a connection an instance refused (it
+        // is gone) is tried at once on another; the request was never
+        // sent, so this is safe for a purchase too. Without redispatch
+        // HAProxy retries the same instance after a second each time.
         let config = format!(
             "global\n  maxconn 4096\n\
              defaults\n  mode http\n  timeout connect 2s\n  timeout client 30s\n  timeout server 30s\n\
+             \x20 retries 3\n  option redispatch 1\n\
              frontend site\n  bind 127.0.0.1:{port}\n{frontend_options}  default_backend instances\n\
              backend instances\n  option httpchk GET /readyz\n{servers}"
         );
