@@ -70,13 +70,6 @@ impl Zone {
             .unwrap_or_else(|| at.to_string())
     }
 
-    /// "19:30 CEST", for a time on a day already named.
-    pub fn format_clock(&self, at: OffsetDateTime) -> String {
-        self.zoned(at)
-            .map(|zoned| zoned.strftime("%H:%M %Z").to_string())
-            .unwrap_or_else(|| at.to_string())
-    }
-
     /// A spreadsheet's cell: RFC 9557, the instant with its offset and
     /// zone, "2027-07-10T19:30:00+02:00[Europe/Berlin]".
     pub fn format_csv(&self, at: OffsetDateTime) -> String {
@@ -146,8 +139,13 @@ impl Zone {
 /// sends. jiff reads more shapes (a bare date, a space); those are refused
 /// so that "2027-03-01" does not silently mean midnight.
 fn is_local_shape(raw: &str) -> bool {
+    const SHAPE: &[u8; 19] = b"dddd-dd-ddTdd:dd:dd";
     let bytes = raw.as_bytes();
-    matches!(bytes.len(), 16 | 19) && bytes.get(10) == Some(&b'T')
+    matches!(bytes.len(), 16 | 19)
+        && bytes.iter().zip(SHAPE).all(|(byte, shape)| match shape {
+            b'd' => byte.is_ascii_digit(),
+            other => byte == other,
+        })
 }
 
 impl sqlx::Type<sqlx::Postgres> for Zone {

@@ -4,10 +4,7 @@
 
 use lettre::{
     Message,
-    message::{
-        Body, Mailbox,
-        header::{ContentTransferEncoding, ContentType},
-    },
+    message::{Body, header::ContentTransferEncoding},
 };
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -271,16 +268,8 @@ pub(super) fn message(
     mail: &Mail,
     link: &str,
 ) -> Option<Message> {
-    let to = mail.email.parse::<Mailbox>().ok()?;
     let (subject, body) = mail.text(link);
-    Message::builder()
-        .from(settings.from.clone())
-        .to(to)
-        .subject(subject)
-        .message_id(Some(format!("<{message_id}@stampede>")))
-        .header(ContentType::TEXT_PLAIN)
-        .body(plain_body(body))
-        .ok()
+    super::order_mail::plain_message(settings, message_id, &mail.email, subject, body)
 }
 
 /// The body as 7bit when it is plain ASCII in lines of under 998

@@ -50,7 +50,7 @@ use self::{
 };
 pub use self::{
     order_mail::{Documents, OrderFacts, facts as order_facts, render as render_documents},
-    requests::{LOOKUP_EVERY, RESEND_EVERY, ask_lookup, ask_resend},
+    requests::{ask_lookup, ask_resend},
 };
 use crate::{
     db::{
@@ -147,8 +147,6 @@ enum RoundError {
     Database(#[from] sqlx::Error),
     #[error("SMTP: {0}")]
     Smtp(String),
-    #[error("making the mail: {0}")]
-    Build(String),
     /// Not started: an earlier mail of the round failed.
     #[error("postponed after an earlier failure")]
     Postponed,

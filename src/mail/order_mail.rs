@@ -101,7 +101,7 @@ pub(super) fn tickets_message(
         return Ok(None);
     };
     let when = facts.zone.format(facts.starts_at);
-    let documents = render(facts, link, &settings.public_url, now)?;
+    let documents = render(facts, &settings.public_url, now)?;
     let count = facts.codes.len();
     let attached = if count == 1 {
         "Your ticket is attached as a PDF".to_owned()
@@ -182,14 +182,16 @@ pub struct Documents {
     pub qr_pngs: Vec<Vec<u8>>,
 }
 
-/// Render the order's documents; `order_url` is the link they carry,
-/// `public_url` the site's (the calendar entry's UID is made with its host).
+/// Render the order's documents. They carry the order page's plain link,
+/// never a secret or a token: a calendar entry is shared and synced, and
+/// the page shows the tickets only to a visitor with a proof. The calendar
+/// entry's UID is made with the site's host.
 pub fn render(
     facts: &OrderFacts,
-    order_url: &str,
     public_url: &str,
     now: OffsetDateTime,
 ) -> Result<Documents, tickets::DocumentError> {
+    let order_url = format!("{public_url}/orders/{}", facts.order_id);
     let when = facts.zone.format(facts.starts_at);
     let codes: Vec<TicketCode<'_>> = facts
         .codes
@@ -214,7 +216,7 @@ pub fn render(
         time_zone_name: facts.zone.name(),
         starts_at_text: &when,
         ticket_type: &facts.ticket_type,
-        order_url,
+        order_url: &order_url,
         host: &host,
         tickets: &codes,
     };

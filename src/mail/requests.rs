@@ -25,6 +25,9 @@ pub const RESEND_EVERY: Duration = Duration::from_secs(60);
 /// The most orders one lookup mail lists (the newest events first).
 const LOOKUP_ORDERS: i64 = 50;
 const CLAIM: Duration = Duration::from_secs(60);
+/// Requests claimed at once: sent one after another, they are all out well
+/// within their lease, so no other mailer takes one still being sent.
+const CLAIM_BATCH: i64 = 8;
 
 /// Ask for the mail listing this address's orders. Answers the same
 /// whether the address has orders or not (the mailer finds out, and sends
@@ -100,8 +103,8 @@ struct Claimed {
     email: String,
 }
 
-/// Claim up to `batch` pending requests, send them, mark each sent as it
-/// goes; returns how many were claimed. A mail the server cannot take now
+/// Claim up to [`CLAIM_BATCH`] pending requests, send them, mark each sent
+/// as it goes; returns how many were claimed. A mail the server cannot take now
 /// ends the round (its lease runs out and it is tried again).
 pub(super) async fn round(
     db: &PgPool,
@@ -117,7 +120,7 @@ pub(super) async fn round(
                ORDER BY requested_at LIMIT $1 FOR UPDATE SKIP LOCKED) due
          WHERE r.id = due.id
          RETURNING r.id, r.kind, r.order_id, r.email",
-        settings.batch,
+        CLAIM_BATCH,
         interval(CLAIM),
     )
     .fetch_all(db)

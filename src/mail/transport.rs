@@ -30,8 +30,9 @@ impl Transport {
 /// QR codes) and hand it to the transport. `Ok(true)` once the server (or
 /// the log) took it; `Ok(false)` when nothing can reach the address: the
 /// server refused this mailbox for good (counted, logged: trying again
-/// cannot help), or the mail library refuses it. An error stops the round,
-/// to be tried again.
+/// cannot help), the mail library refuses it, or the mail could not be made
+/// (its documents). An error (the server's) stops the round, to be tried
+/// again.
 pub(super) async fn deliver(
     transport: &Transport,
     id: uuid::Uuid,
@@ -47,7 +48,8 @@ pub(super) async fn deliver(
     };
     let built = tokio::task::spawn_blocking(build)
         .await
-        .map_err(|err| RoundError::Build(err.to_string()))?;
+        .map_err(|err| err.to_string())
+        .and_then(|built| built.map_err(|err| err.to_string()));
     let message = match built {
         Ok(Some(message)) => message,
         // An address our parser took but the mail library does not:
@@ -56,7 +58,13 @@ pub(super) async fn deliver(
             tracing::warn!(%id, "cannot mail this address");
             return Ok(false);
         }
-        Err(err) => return Err(RoundError::Build(err.to_string())),
+        // The same order would fail the same way again: counted, logged
+        // and skipped, so that it holds up nobody else's mail.
+        Err(err) => {
+            metrics::counter!("stampede_mails_unbuildable_total").increment(1);
+            tracing::error!(%id, error = %err, "could not make this mail; skipped");
+            return Ok(false);
+        }
     };
     match smtp.send(message).await {
         Ok(_) => Ok(true),

@@ -275,7 +275,13 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
         let health_only = self.health_only;
         let open = self.activity.request_started();
         let mut request = request.map(Body::new);
-        let client = self.clients.client_of(self.peer, request.headers());
+        // Behind the PROXY protocol the header named the client; what the
+        // client wrote in X-Forwarded-For is its own word.
+        let client = if self.clients.proxy_protocol {
+            self.peer
+        } else {
+            self.clients.client_of(self.peer, request.headers())
+        };
         request.extensions_mut().insert(ConnectInfo(client));
         let response = self.router.clone().oneshot(request);
         Box::pin(async move {

@@ -103,6 +103,11 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         code_failures_per_ip: args.rates.presale_code_failures_per_ip,
         ..Limits::default()
     };
+    if args.limits.proxy_protocol && args.limits.trusted_proxies.is_empty() {
+        anyhow::bail!(
+            "--proxy-protocol needs --trusted-proxies: any peer could otherwise name any client"
+        );
+    }
     let conn_limits = ConnLimits {
         max_connections_per_ip: args.limits.max_connections_per_ip,
         clients: ClientAddressing {
@@ -162,8 +167,9 @@ pub async fn run(pool: PgPool, args: &ServeArgs) -> anyhow::Result<()> {
         Some(raw) => ConfirmKey::from_config(raw).map_err(anyhow::Error::msg)?,
         None => {
             tracing::warn!(
-                "no --confirm-key: this process derives confirmation links with a key of its own; \
-                 with more than one instance, set the same key on every one"
+                "no --confirm-key: this process derives confirmation links, and the links of \
+                 ticket mails, with a key of its own: they stop working when it restarts, and \
+                 another instance refuses them. Set the same key on every instance"
             );
             ConfirmKey::random()
         }

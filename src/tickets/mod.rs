@@ -23,8 +23,6 @@ pub mod pdf;
 pub mod qr;
 mod winansi;
 
-pub use self::{calendar::ics, pdf::render as render_pdf, qr::png as qr_png};
-
 /// What the documents of one order say.
 pub struct OrderDocuments<'a> {
     pub order_id: uuid::Uuid,

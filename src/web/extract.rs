@@ -119,7 +119,6 @@ impl<S: Send + Sync> FromRequest<S> for FormFields {
     }
 }
 
-/// `t` from a query string, as a confirmation token (a mailed link's).
 /// The order's proof from a query (`s`, the cancel secret of the page the
 /// purchase led to; or `t`, the mailed token), and the query that carries
 /// it on. A `t` that the key derives for this order proves the mailbox
@@ -151,6 +150,7 @@ pub fn order_proof(
     (proof, carry)
 }
 
+/// `t` from a query string, as a confirmation token (a mailed link's).
 pub fn confirm_token_in(query: &str) -> Option<ConfirmToken> {
     form_urlencoded::parse(query.as_bytes())
         .find(|(key, _)| key == "t")

@@ -54,6 +54,7 @@ async fn order_to_pay(
         order_id.get(),
         proof.secret_hash.as_deref(),
         proof.token_hash.as_deref(),
+        proof.mailed,
     )
     .fetch_optional(&state.db)
     .await?

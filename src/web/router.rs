@@ -67,8 +67,8 @@ pub fn app(state: AppState) -> Router {
         .route("/door", get(door::scanner).post(door::scan));
 
     // Log-in and sign-up attempts (each runs the deliberately slow password
-    // hash) are limited per client address: the peer address, since no
-    // proxy header is trusted. Each route gets its own budget.
+    // hash) are limited per client address (the peer, or the client a
+    // trusted balancer names: `crate::server`). Each route gets its own budget.
     let limited = |router: Router<AppState>| rate_limited(router, limits);
     let account = Router::new()
         .route("/signup", get(account::sign_up_form))
@@ -277,12 +277,14 @@ pub fn app(state: AppState) -> Router {
 
 /// Readiness: the database answers and the instance is not draining (for
 /// a load balancer choosing where to send buyers; liveness is `/healthz`).
-async fn ready(State(state): State<AppState>) -> Result<&'static str, AppError> {
+async fn ready(
+    State(state): State<AppState>,
+) -> Result<(http::StatusCode, &'static str), AppError> {
     if state.draining.load(std::sync::atomic::Ordering::Relaxed) {
-        return Err(AppError::Overloaded);
+        return Ok((http::StatusCode::SERVICE_UNAVAILABLE, "draining"));
     }
     crate::db::ping(&state.db).await?;
-    Ok("ready")
+    Ok((http::StatusCode::OK, "ready"))
 }
 
 /// Liveness: the process serves. It touches neither the database pool nor

@@ -32,7 +32,7 @@ async fn documents(
     query: Option<String>,
 ) -> Result<(OrderId, mail::Documents), AppError> {
     let order_id: OrderId = parse_id(id)?;
-    let (proof, carry) = order_proof(&query.unwrap_or_default(), state, order_id);
+    let (proof, _) = order_proof(&query.unwrap_or_default(), state, order_id);
     if db::orders::tickets(&state.db, order_id, &proof)
         .await?
         .is_empty()
@@ -46,14 +46,12 @@ async fn documents(
         .filter(|facts| facts.status == "confirmed")
         .ok_or(AppError::NotFound)?;
     let public_url = state.public_url.clone();
-    let link = format!("{public_url}/orders/{order_id}?{carry}");
     let now = state.clock.now();
-    let rendered = tokio::task::spawn_blocking(move || {
-        mail::render_documents(&facts, &link, &public_url, now)
-    })
-    .await
-    .map_err(AppError::internal)?
-    .map_err(AppError::internal)?;
+    let rendered =
+        tokio::task::spawn_blocking(move || mail::render_documents(&facts, &public_url, now))
+            .await
+            .map_err(AppError::internal)?
+            .map_err(AppError::internal)?;
     Ok((order_id, rendered))
 }
 
@@ -111,7 +109,7 @@ pub async fn find_form(ctx: PageContext) -> Markup {
 /// `POST /tickets`: one mail with the links of this address's orders. The
 /// answer is the same whether the address has orders or not, so addresses
 /// cannot be probed; the route is limited per client address, and the
-/// mail per address (`mail::LOOKUP_EVERY`).
+/// mail per address (`mail::ask_lookup`).
 pub async fn find(
     State(state): State<AppState>,
     ctx: PageContext,
@@ -135,7 +133,7 @@ pub async fn find(
 }
 
 /// `POST /organizer/events/{id}/orders/{order}/resend`: the dashboard's
-/// button; back to the dashboard, which says the mail is on its way.
+/// button; back to the dashboard's orders.
 pub async fn resend_from_dashboard(
     State(state): State<AppState>,
     Extension(organizer): Extension<CurrentOrganizer>,

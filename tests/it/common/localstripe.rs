@@ -26,24 +26,38 @@ impl LocalStripe {
     /// A fresh one on a free loopback port (it installs itself on first
     /// use; that may take a while).
     pub fn start() -> Self {
-        let port = free_port();
+        // The free port may be taken by another test between our probe and
+        // localstripe's bind: it then exits, and we try another port.
+        for _ in 0..3 {
+            if let Some(server) = Self::start_on(free_port()) {
+                return server;
+            }
+        }
+        panic!("localstripe exited at start three times");
+    }
+
+    /// On `port`; `None` if it exited before listening.
+    fn start_on(port: u16) -> Option<Self> {
         let child = Command::new(LOCALSTRIPE)
             .args(["--port", &port.to_string(), "--from-scratch"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start localstripe");
-        let server = Self {
+        let mut server = Self {
             child,
             base: format!("http://127.0.0.1:{port}"),
         };
         let deadline = Instant::now() + Duration::from_secs(120);
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
         while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            if server.child.try_wait().ok().flatten().is_some() {
+                return None;
+            }
             assert!(Instant::now() < deadline, "localstripe did not start");
             std::thread::sleep(Duration::from_millis(100));
         }
-        server
+        Some(server)
     }
 
     /// What Stripe.js does when the buyer pays with the 4242 card.

@@ -129,7 +129,11 @@ impl UpdateEvent {
             self.pay_minutes.map(|m| m.to_string()),
         );
         set(&mut input.payment, self.payment);
-        set(&mut input.time_zone, self.time_zone);
+        // Blank changes nothing (it is not "the deployment's default").
+        set(
+            &mut input.time_zone,
+            self.time_zone.filter(|zone| !zone.trim().is_empty()),
+        );
         let mut rows = Vec::with_capacity(self.ticket_types.len());
         for (i, row) in self.ticket_types.into_iter().enumerate() {
             let index = input
