@@ -114,8 +114,8 @@ pub fn spawn(
     let transport = Transport::new(&settings)?;
     if matches!(transport, Transport::Log) {
         tracing::warn!(
-            "no --smtp-url: the links of held orders and waiting list places are logged, not mailed \
-             (for development only)"
+            "no --smtp-url: nothing is mailed (tickets, confirmation links, notices); the links \
+             are logged instead (for development only)"
         );
     }
     Ok(tokio::spawn(run(db, key, settings, transport)))

@@ -33,6 +33,7 @@ const CLAIM_BATCH: i64 = 8;
 /// whether the address has orders or not (the mailer finds out, and sends
 /// nothing for none), and asks nothing again within [`LOOKUP_EVERY`].
 pub async fn ask_lookup(db: &PgPool, email: &Email, now: OffsetDateTime) -> Result<(), AppError> {
+    let mut tx = one_asker_at_a_time(db, &format!("lookup:{}", email.as_str())).await?;
     sqlx::query!(
         "INSERT INTO mail_requests (kind, email, requested_at)
          SELECT 'lookup', $1, $2
@@ -42,8 +43,9 @@ pub async fn ask_lookup(db: &PgPool, email: &Email, now: OffsetDateTime) -> Resu
         now,
         interval(LOOKUP_EVERY),
     )
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(())
 }
 
@@ -73,6 +75,7 @@ pub async fn ask_resend(
     if status != "confirmed" {
         return Err(AppError::NotConfirmed);
     }
+    let mut tx = one_asker_at_a_time(db, &format!("resend:{order_id}")).await?;
     sqlx::query!(
         "INSERT INTO mail_requests (kind, order_id, email, requested_at)
          SELECT 'resend', o.id, o.email, $2 FROM orders o
@@ -83,9 +86,26 @@ pub async fn ask_resend(
         now,
         interval(RESEND_EVERY),
     )
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(())
+}
+
+/// A transaction holding the advisory lock of `key`: two asks at once for
+/// one address (or order) see each other, so one mail is asked for, not two.
+async fn one_asker_at_a_time(
+    db: &PgPool,
+    key: &str,
+) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+    let mut tx = db.begin().await?;
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 36))",
+        key
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(tx)
 }
 
 fn interval(every: Duration) -> sqlx::postgres::types::PgInterval {
