@@ -4,7 +4,10 @@
 
 use lettre::{
     Message,
-    message::{Body, header::ContentTransferEncoding},
+    message::{
+        Body, Mailbox, SinglePart,
+        header::{ContentTransferEncoding, ContentType},
+    },
 };
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -246,7 +249,7 @@ impl Mail {
                     ),
                 )
             }
-            // Built from the order as it is now (`super::order_mail`).
+            // Built from the order as it is now (order_mail.rs).
             About::Tickets { .. } | About::Cancelled { .. } => ("", String::new()),
             About::Place { .. } => (
                 "Confirm your place on the waiting list",
@@ -269,7 +272,29 @@ pub(super) fn message(
     link: &str,
 ) -> Option<Message> {
     let (subject, body) = mail.text(link);
-    super::order_mail::plain_message(settings, message_id, &mail.email, subject, body)
+    plain_message(settings, message_id, &mail.email, subject, body)
+}
+
+/// Put together a plain text mail.
+pub(super) fn plain_message(
+    settings: &MailSettings,
+    message_id: Uuid,
+    email: &str,
+    subject: &str,
+    body: String,
+) -> Option<Message> {
+    let to = email.parse::<Mailbox>().ok()?;
+    Message::builder()
+        .from(settings.from.clone())
+        .to(to)
+        .subject(subject)
+        .message_id(Some(format!("<{message_id}@stampede>")))
+        .singlepart(
+            SinglePart::builder()
+                .header(ContentType::TEXT_PLAIN)
+                .body(plain_body(body)),
+        )
+        .ok()
 }
 
 /// The body as 7bit when it is plain ASCII in lines of under 998

@@ -279,7 +279,7 @@ async fn send_once(
             (About::Cancelled { reason, .. }, Some(facts)) => {
                 let (subject, body) = order_mail::cancelled_text(&facts, reason, &link);
                 let to = facts.email;
-                Box::new(move || Ok(order_mail::plain_message(&owned, id, &to, &subject, body)))
+                Box::new(move || Ok(message::plain_message(&owned, id, &to, &subject, body)))
             }
             _ => {
                 let built = message(settings, row.id, mail, &link);

@@ -4,7 +4,7 @@
 
 use lettre::{
     Message,
-    message::{Attachment, Body, Mailbox, MultiPart, SinglePart, header::ContentType},
+    message::{Attachment, Body, Mailbox, MultiPart, header::ContentType},
 };
 use maud::html;
 use sqlx::PgPool;
@@ -258,26 +258,4 @@ pub(super) fn cancelled_text(facts: &OrderFacts, reason: &str, link: &str) -> (S
             when = facts.zone.format(facts.starts_at),
         ),
     )
-}
-
-/// Put together a plain text mail.
-pub(super) fn plain_message(
-    settings: &MailSettings,
-    message_id: Uuid,
-    email: &str,
-    subject: &str,
-    body: String,
-) -> Option<Message> {
-    let to = email.parse::<Mailbox>().ok()?;
-    Message::builder()
-        .from(settings.from.clone())
-        .to(to)
-        .subject(subject)
-        .message_id(Some(format!("<{message_id}@stampede>")))
-        .singlepart(
-            SinglePart::builder()
-                .header(ContentType::TEXT_PLAIN)
-                .body(super::message::plain_body(body)),
-        )
-        .ok()
 }

@@ -12,7 +12,7 @@ use sqlx::PgPool;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::{MailSettings, RoundError, Transport, deliver, order_mail};
+use super::{MailSettings, RoundError, Transport, deliver, message, order_mail};
 use crate::{
     domain::{ConfirmKey, Email, EventId, OrderId, OrganizerId, Zone},
     error::AppError,
@@ -188,13 +188,8 @@ async fn send(
                 return Ok(());
             }
             let body = lookup_text(key, &settings.public_url, &orders);
-            let message = order_mail::plain_message(
-                settings,
-                request.id,
-                &request.email,
-                "Your tickets",
-                body,
-            );
+            let message =
+                message::plain_message(settings, request.id, &request.email, "Your tickets", body);
             deliver(transport, request.id, &request.email, move || Ok(message))
                 .await
                 .map(drop)

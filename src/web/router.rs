@@ -68,7 +68,7 @@ pub fn app(state: AppState) -> Router {
 
     // Log-in and sign-up attempts (each runs the deliberately slow password
     // hash) are limited per client address (the peer, or the client a
-    // trusted balancer names: `crate::server`). Each route gets its own budget.
+    // trusted balancer names: see src/server/proxy.rs). Each route gets its own budget.
     let limited = |router: Router<AppState>| rate_limited(router, limits);
     let account = Router::new()
         .route("/signup", get(account::sign_up_form))
