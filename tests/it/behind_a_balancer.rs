@@ -362,3 +362,64 @@ async fn an_instance_stopped_mid_rush_behind_haproxy_fails_no_request(
     let (failures, _) = rush_through_haproxy(connect, Fault::Stop).await;
     assert_eq!(failures, 0, "a graceful stop failed requests");
 }
+
+/// A connection from the balancer (127.0.0.1) whose PROXY v2 header names
+/// `client` (TCP over IPv4).
+async fn proxied_from(server: &ServerProcess, client: [u8; 4]) -> tokio::net::TcpStream {
+    let mut stream = connect_from(loopback(1), server.addr).await;
+    let mut header = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
+    header.extend_from_slice(&[0x21, 0x11, 0, 12]);
+    header.extend_from_slice(&client);
+    header.extend_from_slice(&[127, 0, 0, 1]);
+    header.extend_from_slice(&50_000_u16.to_be_bytes());
+    header.extend_from_slice(&server.addr.port().to_be_bytes());
+    stream.write_all(&header).await.unwrap();
+    stream
+}
+
+/// The first response's status on a connection kept open.
+async fn health_status(stream: &mut tokio::net::TcpStream) -> Option<u16> {
+    let _ = stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await;
+    let mut seen = [0_u8; 512];
+    let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut seen))
+        .await
+        .ok()?
+        .ok()?;
+    crate::common::process::status_of(&seen[..read])
+}
+
+/// Behind the PROXY protocol the connection cap counts the clients the
+/// headers name, not the balancer every connection comes from.
+#[sqlx::test]
+async fn behind_the_proxy_protocol_the_connection_cap_counts_the_named_clients(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let server = ServerProcess::start(
+        &database_url(&connect),
+        &[
+            "--proxy-protocol",
+            "--trusted-proxies",
+            "127.0.0.1/32",
+            "--max-connections-per-ip",
+            "2",
+        ],
+    )
+    .await;
+    // Two connections of 10.0.0.2, served and kept open.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut stream = proxied_from(&server, [10, 0, 0, 2]).await;
+        assert_eq!(health_status(&mut stream).await, Some(200));
+        held.push(stream);
+    }
+    // A third of the same client is refused...
+    let mut third = proxied_from(&server, [10, 0, 0, 2]).await;
+    assert_eq!(health_status(&mut third).await, Some(503));
+    // ... while another client, through the same balancer, is served.
+    let mut other = proxied_from(&server, [10, 0, 0, 3]).await;
+    assert_eq!(health_status(&mut other).await, Some(200));
+    drop(held);
+}
