@@ -18,10 +18,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    telemetry::init(cli.log_format);
-    let options = config::connect_options(cli.database_url.as_deref())?;
-    let pool = config::connect_pool(options, &cli.serve.database).await?;
-    config::migrate(&pool).await?;
+    telemetry::init(cli.log_format, cli.serve.database.db_transaction_pooler);
+    let pool = config::open_database(cli.database_url.as_deref(), &cli.serve.database).await?;
     match cli.command.unwrap_or(Command::Serve) {
         Command::Migrate => {
             tracing::info!("migrations applied");

@@ -2,10 +2,18 @@ use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 use crate::config::LogFormat;
 
-/// Logs to stderr; RUST_LOG overrides the default filter.
-pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("stampede=info,tower_http=info,sqlx=warn"));
+/// Logs to stderr; RUST_LOG overrides the default filter. Behind a pooler in
+/// transaction mode (`pooled_in_transactions`) every explicit transaction
+/// makes Postgres warn that one is already in progress and, at the pool's
+/// COMMIT, that none is: expected there, so its notices below errors are
+/// not logged.
+pub fn init(format: LogFormat, transaction_pooler: bool) {
+    let default = if transaction_pooler {
+        "stampede=info,tower_http=info,sqlx=warn,sqlx::postgres::notice=error"
+    } else {
+        "stampede=info,tower_http=info,sqlx=warn"
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let registry = tracing_subscriber::registry().with(filter);
     match format {
         LogFormat::Human => registry

@@ -5,7 +5,7 @@ use std::{str::FromStr, time::Duration};
 
 use anyhow::Context;
 use sqlx::{
-    ConnectOptions, Connection, PgPool,
+    ConnectOptions, Connection, Executor as _, PgPool,
     postgres::{PgConnectOptions, PgConnection, PgPoolOptions},
 };
 
@@ -42,6 +42,21 @@ pub struct DatabaseArgs {
         global = true
     )]
     pub db_acquire_timeout_ms: u64,
+
+    /// The database URL is a pooler in transaction mode (PgBouncer's
+    /// `pool_mode = transaction`, with `server_reset_query = DEALLOCATE ALL`
+    /// and `server_reset_query_always = 1`). Each use of a pooled
+    /// connection then runs inside one transaction, so that a statement's
+    /// prepare and its execution reach the same server connection; see
+    /// docs/operating.md. Needs `--database-direct-url`.
+    #[arg(long, env = "STAMPEDE_DB_TRANSACTION_POOLER", global = true)]
+    pub db_transaction_pooler: bool,
+
+    /// A direct Postgres URL, not through the pooler, for what needs a
+    /// session of its own: creating the database, migrations (a session
+    /// lock) and the LISTEN of returned stock. Defaults to the database URL.
+    #[arg(long, env = "STAMPEDE_DATABASE_DIRECT_URL", global = true)]
+    pub database_direct_url: Option<String>,
 }
 
 /// Connection options from a URL, or libpq-style defaults (PG* variables,
@@ -95,6 +110,27 @@ pub async fn ensure_database(options: &PgConnectOptions) -> anyhow::Result<()> {
     }
 }
 
+/// The database at `database_url`, created and migrated if need be (through
+/// the direct URL), and the pool the app uses.
+pub async fn open(database_url: Option<&str>, args: &DatabaseArgs) -> anyhow::Result<PgPool> {
+    let options = connect_options(database_url)?;
+    let direct = match args.database_direct_url.as_deref() {
+        Some(url) => connect_options(Some(url))?,
+        None if args.db_transaction_pooler => {
+            anyhow::bail!("--db-transaction-pooler needs --database-direct-url")
+        }
+        None => options.clone(),
+    };
+    ensure_database(&direct).await?;
+    let mut session = PgConnection::connect_with(&direct)
+        .await
+        .context("connecting to Postgres directly")?;
+    migrate(&mut session).await?;
+    session.close().await?;
+    crate::db::session::use_direct(direct);
+    connect_pool(options, args).await
+}
+
 pub async fn connect_pool(
     options: PgConnectOptions,
     args: &DatabaseArgs,
@@ -105,20 +141,44 @@ pub async fn connect_pool(
         args.db_min_connections,
         args.db_max_connections,
     );
-    ensure_database(&options).await?;
     let pool = PgPoolOptions::new()
         .max_connections(args.db_max_connections)
-        .min_connections(args.db_min_connections)
-        .acquire_timeout(Duration::from_millis(args.db_acquire_timeout_ms))
-        .connect_with(options)
-        .await
-        .context("connecting to Postgres")?;
-    Ok(pool)
+        .acquire_timeout(Duration::from_millis(args.db_acquire_timeout_ms));
+    let pool = if args.db_transaction_pooler {
+        pooled_in_transactions(pool).connect_with(options.statement_cache_capacity(0))
+    } else {
+        pool.min_connections(args.db_min_connections)
+            .connect_with(options)
+    };
+    pool.await.context("connecting to Postgres")
 }
 
-pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
+/// Behind a pooler in transaction mode a server connection is ours only
+/// inside a transaction, and sqlx sends a statement's prepare and its
+/// execution as two messages, each ending in a Sync, between which the
+/// pooler may hand us another server. So every use of a pooled connection
+/// is one transaction: BEGIN when it is handed out, COMMIT when it comes
+/// back. An explicit transaction inside is the same transaction (its BEGIN
+/// and its COMMIT or ROLLBACK end it early, which Postgres allows with a
+/// warning). Statements are not cached (a cached one lives on a server
+/// connection we may not get again); the pooler deallocates them when it
+/// takes the server back. No connections are kept idle (sqlx opens those
+/// without handing them out, so they would sit in a BEGIN holding a
+/// server): the pooler keeps the server connections warm instead.
+fn pooled_in_transactions(pool: PgPoolOptions) -> PgPoolOptions {
+    pool.min_connections(0)
+        .after_connect(|conn, _| Box::pin(async move { conn.execute("BEGIN").await.map(drop) }))
+        .before_acquire(|conn, _| {
+            Box::pin(async move { conn.execute("BEGIN").await.map(|_| true) })
+        })
+        .after_release(|conn, _| {
+            Box::pin(async move { conn.execute("COMMIT").await.map(|_| true) })
+        })
+}
+
+pub async fn migrate(session: &mut PgConnection) -> anyhow::Result<()> {
     sqlx::migrate!("./migrations")
-        .run(pool)
+        .run(session)
         .await
         .context("applying migrations")?;
     Ok(())

@@ -8,7 +8,9 @@ mod payments;
 mod sale;
 mod serve;
 
-pub use database::{DatabaseArgs, connect_options, connect_pool, ensure_database, migrate};
+pub use database::{
+    DatabaseArgs, connect_options, connect_pool, ensure_database, migrate, open as open_database,
+};
 pub use limits::{LimitArgs, QuotaArgs, RateArgs};
 pub use outbox::{OutboxArgs, WebhookArgs};
 pub use payments::PaymentArgs;

@@ -11,6 +11,7 @@ pub mod organizers;
 pub mod outbox;
 pub mod pause;
 pub mod presale;
+pub mod session;
 pub mod waitlist;
 pub mod webhooks;
 

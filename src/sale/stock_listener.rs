@@ -48,7 +48,7 @@ pub async fn listen<W: StockWatcher>(db: PgPool, flags: Weak<W>) {
         .max_connections(1)
         .max_lifetime(None)
         .idle_timeout(None)
-        .connect_lazy_with((*db.connect_options()).clone());
+        .connect_lazy_with(crate::db::session::direct_options(&db));
     while flags.strong_count() > 0 {
         let mut listener = match PgListener::connect_with(&db).await {
             Ok(listener) => listener,

@@ -36,6 +36,7 @@ mod sale_concurrency;
 mod sale_guards;
 mod sale_window;
 mod strategies;
+mod through_pgbouncer;
 mod ticket_mail;
 mod ticket_mail_rush;
 mod waiting_room;

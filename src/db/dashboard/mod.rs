@@ -13,7 +13,7 @@ mod chart;
 mod export;
 mod money;
 
-use sqlx::PgPool;
+use sqlx::{Executor as _, PgPool, Postgres};
 use time::OffsetDateTime;
 
 pub use chart::{MinuteSales, sales_per_minute};
@@ -120,11 +120,7 @@ pub async fn load(
     query: &str,
     page: i64,
 ) -> Result<Dashboard, AppError> {
-    // Read only at Repeatable Read: one snapshot for every query below, and
-    // a read-only transaction there never fails to serialize.
-    let mut tx = db
-        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        .await?;
+    let mut tx = snapshot(db).await?;
 
     let ticket_types = ticket_type_sales(&mut tx, organizer_id, event_id).await?;
     let mut totals = SalesTotals::of(&ticket_types);
@@ -140,6 +136,18 @@ pub async fn load(
     })
 }
 
+/// A read-only transaction at Repeatable Read: one snapshot for every query
+/// in it, and such a transaction never fails to serialize. Set by its first
+/// statement rather than by the BEGIN, so that it also holds behind a
+/// pooler in transaction mode, where the pool's connection is already in a
+/// transaction when this one begins.
+async fn snapshot(db: &PgPool) -> Result<sqlx::Transaction<'static, Postgres>, AppError> {
+    let mut tx = db.begin().await?;
+    tx.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .await?;
+    Ok(tx)
+}
+
 /// The dashboard's sales table alone (per ticket type, and the totals),
 /// read in one snapshot: the organizer API's stats.
 pub async fn sales(
@@ -147,9 +155,7 @@ pub async fn sales(
     organizer_id: OrganizerId,
     event_id: EventId,
 ) -> Result<(Vec<TicketTypeSales>, SalesTotals), AppError> {
-    let mut tx = db
-        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        .await?;
+    let mut tx = snapshot(db).await?;
     let ticket_types = ticket_type_sales(&mut tx, organizer_id, event_id).await?;
     let payments = money::payment_totals(&mut tx, organizer_id, event_id).await?;
     tx.commit().await?;

@@ -16,6 +16,7 @@ pub mod localstripe;
 pub mod locks;
 pub mod mailed_link;
 pub mod organizer;
+pub mod pgbouncer;
 pub mod process;
 pub mod purchase;
 pub mod races;
