@@ -33,7 +33,7 @@ use time::OffsetDateTime;
 
 pub use admit::{ADMITTER_LOCK, TICK, pass_for, set_paused, spawn_admitter, tick};
 pub use join::{Joined, join};
-pub use pass::{MIN_KEY_BYTES, Pass, RoomKey};
+pub use pass::{EntryToken, MIN_KEY_BYTES, Pass, Ranked, RoomKey};
 pub use position::{RoomFigures, RoomStatus, Standing, figures, standing, status};
 pub use proof::{
     CHALLENGE_TTL, Challenge, DEFAULT_PROOF_BITS, MAX_PROOF_BITS, ProofSalt, leading_zero_bits,
@@ -175,6 +175,9 @@ pub struct Rooms {
     proof_bits: u32,
     by_ticket_type: RefreshAhead<TicketTypeId, Option<EventId>>,
     by_event: RefreshAhead<EventId, Option<Arc<Room>>>,
+    /// Each room's admitted-up-to mark, read at most once per `FRESH_FOR`
+    /// per event by this instance, however many buyers poll.
+    marks: RefreshAhead<EventId, Option<i64>>,
 }
 
 impl std::fmt::Debug for Rooms {
@@ -194,6 +197,7 @@ impl Rooms {
             proof_bits: DEFAULT_PROOF_BITS,
             by_ticket_type: RefreshAhead::new(100_000, FRESH_FOR),
             by_event: RefreshAhead::new(10_000, FRESH_FOR),
+            marks: RefreshAhead::new(10_000, FRESH_FOR),
         }
     }
 
@@ -261,6 +265,22 @@ impl Rooms {
                     .await?
                     .filter(|room| room.settings.enabled)
                     .map(Arc::new))
+            })
+            .await
+            .map_err(shared_error)
+    }
+
+    /// Ranks up to this one are admitted in the event's room, as this
+    /// instance last read it (at most `FRESH_FOR` ago, give or take a read).
+    pub async fn admitted_upto(
+        &self,
+        db: &PgPool,
+        event_id: EventId,
+    ) -> Result<Option<i64>, AppError> {
+        let db = db.clone();
+        self.marks
+            .get(event_id, || async move {
+                position::admitted_upto(&db, event_id).await
             })
             .await
             .map_err(shared_error)

@@ -99,12 +99,66 @@ impl RoomKey {
         format!("{entry}.{tag}")
     }
 
-    /// The entry an entry token names, if this key signed it for this event.
+    /// The entry an entry token names, if this key signed it for this event
+    /// (either form: as joined, or with its place).
     pub fn verify_entry_token(&self, event_id: EventId, token: &str) -> Option<QueueEntryId> {
-        let (entry, tag) = token.trim().split_once('.')?;
-        let entry = QueueEntryId::parse(entry)?;
-        self.verify(&Self::entry_parts(event_id, entry), tag)
-            .then_some(entry)
+        self.verify_token(event_id, token).map(|token| token.entry)
+    }
+
+    /// Once an entry has its rank, its token carries it: a poll then needs
+    /// only the room's admitted-up-to mark, not a read of the entry.
+    pub fn ranked_token(&self, event_id: EventId, entry: QueueEntryId, place: Ranked) -> String {
+        let (rank, prequeue) = (place.rank.to_string(), u8::from(place.prequeue).to_string());
+        let tag = self.sign(&Self::ranked_parts(event_id, entry, &rank, &prequeue));
+        format!("{entry}.{rank}.{prequeue}.{tag}")
+    }
+
+    fn ranked_parts<'a>(
+        event_id: EventId,
+        entry: QueueEntryId,
+        rank: &'a str,
+        prequeue: &'a str,
+    ) -> [Vec<u8>; 5] {
+        let [_, event, entry] = Self::entry_parts(event_id, entry);
+        [
+            b"ranked".to_vec(),
+            event,
+            entry,
+            rank.as_bytes().to_vec(),
+            prequeue.as_bytes().to_vec(),
+        ]
+    }
+
+    /// An entry token of either form, if this key signed it for this event.
+    pub fn verify_token(&self, event_id: EventId, token: &str) -> Option<EntryToken> {
+        let parts: Vec<&str> = token.trim().split('.').collect();
+        match parts[..] {
+            [entry, tag] => {
+                let entry = QueueEntryId::parse(entry)?;
+                self.verify(&Self::entry_parts(event_id, entry), tag)
+                    .then_some(EntryToken {
+                        entry,
+                        ranked: None,
+                    })
+            }
+            [entry, rank, prequeue, tag] => {
+                let entry = QueueEntryId::parse(entry)?;
+                let place = Ranked {
+                    rank: rank.parse().ok()?,
+                    prequeue: match prequeue {
+                        "0" => false,
+                        "1" => true,
+                        _ => return None,
+                    },
+                };
+                self.verify(&Self::ranked_parts(event_id, entry, rank, prequeue), tag)
+                    .then_some(EntryToken {
+                        entry,
+                        ranked: Some(place),
+                    })
+            }
+            _ => None,
+        }
     }
 
     /// A pass for an admitted entry.
@@ -141,6 +195,21 @@ impl RoomKey {
 }
 
 /// A signed pass, as it travels (cookie, JSON `pass` field).
+/// An entry's place once ranked: its rank, and whether it joined in the
+/// pre-queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ranked {
+    pub rank: i64,
+    pub prequeue: bool,
+}
+
+/// What a verified entry token says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryToken {
+    pub entry: QueueEntryId,
+    pub ranked: Option<Ranked>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pass {
     pub event_id: EventId,
@@ -254,6 +323,33 @@ mod tests {
         let (_, other) = ids();
         let forged = format!("{other}.{}", token.split_once('.').unwrap().1);
         assert_eq!(key.verify_entry_token(event, &forged), None);
+    }
+
+    #[test]
+    fn a_ranked_token_proves_the_entry_and_its_place() {
+        let key = RoomKey::random();
+        let (event, entry) = ids();
+        let place = Ranked {
+            rank: 1234,
+            prequeue: true,
+        };
+        let token = key.ranked_token(event, entry, place);
+        let verified = key.verify_token(event, &token).unwrap();
+        assert_eq!((verified.entry, verified.ranked), (entry, Some(place)));
+        assert_eq!(key.verify_entry_token(event, &token), Some(entry));
+        assert_eq!(key.verify_token(ids().0, &token), None);
+        // A better place, or another prequeue bit, is a forgery.
+        let parts: Vec<&str> = token.split('.').collect();
+        for (i, forged) in [(1, "1"), (2, "0")] {
+            let mut forged_parts = parts.clone();
+            forged_parts[i] = forged;
+            assert_eq!(key.verify_token(event, &forged_parts.join(".")), None);
+        }
+        // The plain token's tag does not sign a place.
+        let plain = key.entry_token(event, entry);
+        let tag = plain.split_once('.').unwrap().1;
+        assert_eq!(key.verify_token(event, &format!("{entry}.1.0.{tag}")), None);
+        assert_eq!(key.verify_token(event, &format!("{entry}.x.0.{tag}")), None);
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub enum Standing {
         ahead: i64,
         prequeue: bool,
         shuffled: bool,
+        /// Its rank, once the admitter has given it one.
+        rank: Option<i64>,
     },
     /// Admitted: a pass until `expires_at` (if not spent).
     Admitted {
@@ -74,7 +76,19 @@ pub async fn standing(
         ahead,
         prequeue: row.position.is_some() || !row.shuffled,
         shuffled: row.shuffled,
+        rank: row.rank.filter(|_| row.shuffled),
     })
+}
+
+/// How far admission has gone in the event's room: ranks up to this one
+/// are admitted (`None`: no room).
+pub(super) async fn admitted_upto(db: &PgPool, event_id: EventId) -> Result<Option<i64>, AppError> {
+    Ok(sqlx::query_scalar!(
+        "SELECT admitted_upto FROM waiting_rooms WHERE event_id = $1",
+        event_id.get()
+    )
+    .fetch_optional(db)
+    .await?)
 }
 
 /// The figures of a room, for its organizer and the position page.

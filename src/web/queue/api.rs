@@ -14,7 +14,11 @@ use time::OffsetDateTime;
 
 use super::{ENTRY_HEADER, PositionBody, active_room, client, position};
 use crate::web::{AppState, error::ApiError, extract::parse_id};
-use crate::{domain::EventId, error::AppError, waiting_room};
+use crate::{
+    domain::EventId,
+    error::AppError,
+    waiting_room::{self, EntryToken},
+};
 
 /// `{"entry_id", "token", ...position}`: the answer to an API join.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -108,7 +112,11 @@ pub async fn api_join(
     } else {
         active_room(&state, event_id).await?
     };
-    let position = position(&state, &room, joined.entry, now).await?;
+    let entry = EntryToken {
+        entry: joined.entry,
+        ranked: None,
+    };
+    let position = position(&state, &room, entry, now).await?;
     let status = if joined.new {
         StatusCode::CREATED
     } else {
@@ -210,13 +218,7 @@ pub async fn api_position(
     let entry = headers
         .get(ENTRY_HEADER)
         .and_then(|v| v.to_str().ok())
-        .and_then(|token| {
-            state
-                .sales
-                .rooms()
-                .key()
-                .verify_entry_token(event_id, token)
-        })
+        .and_then(|token| state.sales.rooms().key().verify_token(event_id, token))
         .ok_or_else(|| {
             AppError::Invalid(crate::domain::InvalidField::new(
                 ENTRY_HEADER,

@@ -26,7 +26,7 @@ use super::AppState;
 use crate::{
     domain::{EventId, QueueEntryId},
     error::AppError,
-    waiting_room::{self, RULE, Room, Standing},
+    waiting_room::{self, EntryToken, RULE, Ranked, Room, Standing},
 };
 
 pub use api::{api_challenge, api_join, api_position};
@@ -123,15 +123,32 @@ pub struct PositionBody {
     pub(super) commitment_sha256: String,
     pub(super) seed: Option<String>,
     pub(super) rule: &'static str,
+    /// A new entry token, once the entry has its rank: send it as
+    /// `Stampede-Queue-Entry` from now on (the old one stays valid; this
+    /// one carries the place, so the next polls are answered faster).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) entry_token: Option<String>,
+}
+
+impl PositionBody {
+    /// Waiting, with `ahead` entries still before this one.
+    fn waiting_behind(&mut self, room: &Room, ahead: i64) {
+        self.place = Some(ahead + 1);
+        self.ahead = Some(ahead);
+        self.estimated_wait_secs = room
+            .settings
+            .admit_per_minute
+            .map(|rate| (ahead + 1) * 60 / i64::from(rate));
+    }
 }
 
 pub(super) async fn position(
     state: &AppState,
     room: &Room,
-    entry: QueueEntryId,
+    token: EntryToken,
     now: OffsetDateTime,
 ) -> Result<PositionBody, AppError> {
-    let standing = waiting_room::standing(&state.db, room.event_id, entry).await?;
+    let entry = token.entry;
     let mut body = PositionBody {
         entry_id: entry,
         state: "waiting",
@@ -144,21 +161,34 @@ pub(super) async fn position(
         commitment_sha256: room.commitment_hex(),
         seed: room.revealed_seed_hex(),
         rule: RULE,
+        entry_token: None,
     };
+    let rooms = state.sales.rooms();
+    // A ranked token and the room's mark answer a buyer still waiting
+    // without reading their entry: no Postgres per poll.
+    if let Some(place) = token.ranked
+        && let Some(admitted_upto) = rooms.admitted_upto(&state.db, room.event_id).await?
+        && place.rank > admitted_upto
+    {
+        body.in_prequeue = place.prequeue;
+        body.waiting_behind(room, place.rank - admitted_upto - 1);
+        return Ok(body);
+    }
+    let standing = waiting_room::standing(&state.db, room.event_id, entry).await?;
     match standing {
         Standing::Waiting {
             ahead,
             prequeue,
             shuffled,
+            rank,
         } => {
             body.in_prequeue = prequeue;
             if shuffled {
-                body.place = Some(ahead + 1);
-                body.ahead = Some(ahead);
-                body.estimated_wait_secs = room
-                    .settings
-                    .admit_per_minute
-                    .map(|rate| (ahead + 1) * 60 / i64::from(rate));
+                body.waiting_behind(room, ahead);
+            }
+            if let (Some(rank), None) = (rank, token.ranked) {
+                let place = Ranked { rank, prequeue };
+                body.entry_token = Some(rooms.key().ranked_token(room.event_id, entry, place));
             }
         }
         Standing::Admitted { expires_at, spent } => {
@@ -167,9 +197,7 @@ pub(super) async fn position(
             } else {
                 body.state = "admitted";
                 body.pass = Some(
-                    state
-                        .sales
-                        .rooms()
+                    rooms
                         .key()
                         .pass(room.event_id, entry, expires_at)
                         .to_string(),

@@ -51,12 +51,20 @@ pub async fn join(
     )
     .await?;
     let mut response = Redirect::to(&format!("/events/{event_id}/queue")).into_response();
-    // A day: longer than any queue; the entry is worthless after the sale.
-    if let Some(cookie) = set_cookie(&state, &entry_cookie(event_id), &joined.token, 86_400) {
+    if let Some(cookie) = set_cookie(
+        &state,
+        &entry_cookie(event_id),
+        &joined.token,
+        ENTRY_COOKIE_SECS,
+    ) {
         response.headers_mut().append(header::SET_COOKIE, cookie);
     }
     Ok(response)
 }
+
+/// The entry cookie's life, a day: longer than any queue; the entry is
+/// worthless after the sale.
+const ENTRY_COOKIE_SECS: i64 = 86_400;
 
 /// `GET /events/{id}/queue`: the position page. It refreshes itself (a
 /// meta refresh, with jitter so that refreshes do not come in waves); once
@@ -70,13 +78,8 @@ pub async fn position_page(
     let event_id: EventId = parse_id(&id)?;
     let room = active_room(&state, event_id).await?;
     let now = state.clock.now();
-    let entry = cookie(&headers, &entry_cookie(event_id)).and_then(|token| {
-        state
-            .sales
-            .rooms()
-            .key()
-            .verify_entry_token(event_id, token)
-    });
+    let entry = cookie(&headers, &entry_cookie(event_id))
+        .and_then(|token| state.sales.rooms().key().verify_token(event_id, token));
     let Some(entry) = entry else {
         // No place yet: the event page has the join button.
         return Ok(Redirect::to(&format!("/events/{event_id}")).into_response());
@@ -88,6 +91,11 @@ pub async fn position_page(
     };
     let mut response =
         views::queue::position(&ctx, event_id, &body_view(&body), refresh).into_response();
+    if let Some(token) = &body.entry_token
+        && let Some(cookie) = set_cookie(&state, &entry_cookie(event_id), token, ENTRY_COOKIE_SECS)
+    {
+        response.headers_mut().append(header::SET_COOKIE, cookie);
+    }
     if let (Some(pass), Some(expires)) = (&body.pass, body.pass_expires_at) {
         let max_age = (expires - now).whole_seconds().max(1);
         if let Some(cookie) = set_cookie(&state, &pass_cookie(event_id), pass, max_age) {

@@ -13,6 +13,7 @@ mod joining;
 mod order;
 mod pages;
 mod passes;
+mod polls;
 
 use crate::common;
 
