@@ -124,6 +124,9 @@ pub(super) async fn positions(
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // A browser's first poll once ranked swaps its cookie for the token
+    // that carries its rank; the views below are the polls after that.
+    let tokens = ranked_tokens(target, room.event_id, tokens, args.concurrency).await;
     let cookie = format!("stampede_q_{}", room.event_id.simple());
     let page = format!("/events/{}/queue", room.event_id);
     let requests: Vec<_> = tokens
@@ -150,6 +153,44 @@ pub(super) async fn positions(
         "trivial_other": triv_other,
         "trivial_per_sec": round(triv_rate),
         "position_to_trivial": round(pos_rate / triv_rate),
+        "event_id": room.event_id,
+        "sample_token": tokens.first(),
         "ok": pos_other == 0 && triv_other == 0,
     }))
+}
+
+/// Each token after one API poll: the ranked token it hands out, or the
+/// token itself if it hands out none.
+async fn ranked_tokens(
+    target: &Target,
+    event_id: uuid::Uuid,
+    tokens: Vec<String>,
+    concurrency: usize,
+) -> Vec<String> {
+    let path = format!("/api/v1/events/{event_id}/queue");
+    let chunk = tokens.len().div_ceil(concurrency.max(1)).max(1);
+    let tasks: Vec<_> = tokens
+        .chunks(chunk)
+        .map(|chunk| {
+            let (chunk, target, path) = (chunk.to_vec(), target.clone(), path.clone());
+            tokio::spawn(async move {
+                let mut conn = Conn::new(target);
+                let mut ranked = Vec::with_capacity(chunk.len());
+                for token in chunk {
+                    let header = [("stampede-queue-entry", token.as_str())];
+                    let answer = send(&mut conn, "GET", &path, &header, &[]).await;
+                    let new = answer
+                        .and_then(|(_, body)| serde_json::from_slice::<Value>(&body).ok())
+                        .and_then(|body| body["entry_token"].as_str().map(str::to_owned));
+                    ranked.push(new.unwrap_or(token));
+                }
+                ranked
+            })
+        })
+        .collect();
+    let mut ranked = Vec::new();
+    for task in tasks {
+        ranked.extend(task.await.unwrap_or_default());
+    }
+    ranked
 }
