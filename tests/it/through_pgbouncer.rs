@@ -3,10 +3,19 @@
 //! sqlx pool fails there (its prepared statements live on server
 //! connections it does not keep); the pool `--db-transaction-pooler` makes
 //! runs every statement, transaction, failure and snapshot correctly; and
-//! the `stampede` binary sells a rush through it exactly.
+//! the `stampede` binary sells a rush through it exactly, and through a
+//! restart of Postgres behind it.
 
 // A test that cannot go on panics: unwrap and expect say where.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use clap::Parser as _;
 use futures::StreamExt as _;
@@ -23,7 +32,8 @@ use uuid::Uuid;
 
 use crate::common::{
     TicketSpec, assert_invariants, database_url, pgbouncer::PgBouncer, pool,
-    process::ServerProcess, published_event, purchase::fresh_key,
+    private_postgres::PrivatePostgres, process::ServerProcess, published_event,
+    purchase::fresh_key,
 };
 
 /// The app's pool as `stampede serve --db-transaction-pooler` makes it.
@@ -217,4 +227,156 @@ async fn stampede_sells_a_rush_exactly_through_pgbouncer(
         .unwrap();
     assert_eq!(page.status(), 200);
     assert_invariants(&setup).await;
+}
+
+/// Postgres restarted (fast: every connection cut) in the middle of a rush
+/// through PgBouncer, on a Postgres of the test's own: meanwhile buyers get
+/// 503 with Retry-After, never a 500; each, retrying with its key, ends
+/// with its one order or sold out; every answered order is committed and
+/// every committed one was answered; nothing is oversold.
+#[sqlx::test]
+async fn postgres_restarted_behind_pgbouncer_mid_rush_loses_no_order_and_answers_no_500(
+    _: PgPoolOptions,
+    _: PgConnectOptions,
+) {
+    let postgres = PrivatePostgres::start().await;
+    let direct = postgres.options("stampede_restart");
+    let bouncer = PgBouncer::start(&postgres.options("postgres"), 4).await;
+    let server = ServerProcess::start(
+        &database_url(&bouncer.options(&direct)),
+        &[
+            "--db-transaction-pooler",
+            "--database-direct-url",
+            &database_url(&direct),
+            "--purchase-burst-per-ip",
+            "0",
+            "--purchase-burst-per-email",
+            "0",
+        ],
+    )
+    .await;
+    let setup = pool(direct.clone(), 2).await;
+    let fixture = published_event(&setup, &[TicketSpec::new(400, 1, 1)]).await;
+    let tt = fixture.ticket_type_id();
+    setup.close().await;
+
+    let client = reqwest::Client::new();
+    let url = format!("{}/api/v1/orders", server.base);
+    let answered = Arc::new(AtomicUsize::new(0));
+    let rush = {
+        let answered = answered.clone();
+        tokio::spawn(
+            futures::stream::iter(0..600)
+                .map(move |i| {
+                    let (client, url, answered) = (client.clone(), url.clone(), answered.clone());
+                    async move {
+                        let outcome = buy_until_answered(&client, &url, tt, i).await;
+                        answered.fetch_add(1, Ordering::Relaxed);
+                        outcome
+                    }
+                })
+                .buffer_unordered(24)
+                .collect::<Vec<_>>(),
+        )
+    };
+    while answered.load(Ordering::Relaxed) < 150 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let restarted_at = Instant::now();
+    postgres.restart().await;
+    let restart_took = restarted_at.elapsed();
+    let outcomes = rush.await.unwrap();
+    let unavailable: Vec<Instant> = outcomes
+        .iter()
+        .flat_map(|o| o.unavailable.clone())
+        .collect();
+    let window = unavailable.iter().max().map_or(Duration::ZERO, |last| {
+        last.saturating_duration_since(restarted_at)
+    });
+    let mut latencies: Vec<Duration> = outcomes.iter().flat_map(|o| o.latencies.clone()).collect();
+    latencies.sort();
+    eprintln!(
+        "Postgres restarted behind PgBouncer mid-rush (the restart took {restart_took:?}): \
+         {} attempts answered 503 or cut, the last {window:?} after the restart began; \
+         p99 of all {} attempts {:?}",
+        unavailable.len(),
+        latencies.len(),
+        latencies[latencies.len() * 99 / 100]
+    );
+
+    let setup = pool(direct.clone(), 2).await;
+    let committed: Vec<(String, Uuid)> = sqlx::query_as(
+        "SELECT email, id FROM orders WHERE ticket_type_id = $1 AND status = 'confirmed'",
+    )
+    .bind(tt)
+    .fetch_all(&setup)
+    .await
+    .unwrap();
+    let committed: std::collections::BTreeMap<String, String> = committed
+        .into_iter()
+        .map(|(email, id)| (email, id.to_string()))
+        .collect();
+    let answered: std::collections::BTreeMap<String, String> = outcomes
+        .into_iter()
+        .filter_map(|o| Some((o.email, o.order?)))
+        .collect();
+    assert_eq!(answered, committed, "answered and committed orders differ");
+    assert_eq!(committed.len(), 400, "the rush sold out");
+    assert_invariants(&setup).await;
+}
+
+struct Bought {
+    email: String,
+    order: Option<String>,
+    /// When each 503 or lost connection came.
+    unavailable: Vec<Instant>,
+    latencies: Vec<Duration>,
+}
+
+/// One buyer with one key, retrying after a 503 or a lost connection
+/// until answered; a 500 (or any other answer) fails the test.
+async fn buy_until_answered(client: &reqwest::Client, url: &str, tt: Uuid, i: usize) -> Bought {
+    let (email, key) = (format!("restart{i}@example.org"), fresh_key());
+    let (mut unavailable, mut latencies) = (Vec::new(), Vec::new());
+    for _ in 0..300 {
+        let started = Instant::now();
+        let response = client
+            .post(url)
+            .json(&json!({
+                "ticket_type_id": tt, "quantity": 1, "email": email, "idempotency_key": key,
+            }))
+            .timeout(Duration::from_secs(20))
+            .send()
+            .await;
+        latencies.push(started.elapsed());
+        match response.as_ref().map(|r| r.status().as_u16()) {
+            Ok(200 | 201) => {
+                let body: serde_json::Value = response.unwrap().json().await.unwrap();
+                let order = body["id"].as_str().unwrap().to_owned();
+                return Bought {
+                    email,
+                    order: Some(order),
+                    unavailable,
+                    latencies,
+                };
+            }
+            Ok(409) => {
+                return Bought {
+                    email,
+                    order: None,
+                    unavailable,
+                    latencies,
+                };
+            }
+            Ok(503) => {
+                let retry_after = response.as_ref().unwrap().headers().get("retry-after");
+                assert!(retry_after.is_some(), "a 503 without Retry-After");
+                unavailable.push(Instant::now());
+            }
+            Ok(status) => panic!("{email}: answered {status} while Postgres restarted"),
+            Err(_) => unavailable.push(Instant::now()),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{email} got no answer in 300 attempts");
 }

@@ -17,6 +17,7 @@ pub mod locks;
 pub mod mailed_link;
 pub mod organizer;
 pub mod pgbouncer;
+pub mod private_postgres;
 pub mod process;
 pub mod purchase;
 pub mod races;

@@ -1,8 +1,8 @@
 //! A real PgBouncer (Debian's 1.18; ./scripts/test installs it) in
 //! transaction pooling in front of the test's Postgres, on a free loopback
-//! port, started in the foreground and stopped with the test. Configured as
-//! deploy/local/pgbouncer.ini: what Stampede's `--db-transaction-pooler`
-//! expects.
+//! port, started in the foreground and stopped with the test, from
+//! deploy/local/pgbouncer.ini (what Stampede's `--db-transaction-pooler`
+//! expects) with this test's ports.
 
 use std::{
     net::TcpListener,
@@ -42,15 +42,22 @@ impl PgBouncer {
         // PgBouncer will not run as root: as root it switches to `postgres`
         // (-u), which must read these files.
         std::fs::write(dir.join("userlist.txt"), format!("\"{user}\" \"\"\n")).unwrap();
-        let config = format!(
-            "[databases]\n* = host={host} port={server_port}\n\
-             [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n\
-             auth_type = trust\nauth_file = {userlist}\n\
-             pool_mode = transaction\ndefault_pool_size = {server_connections}\n\
-             max_client_conn = 1000\n\
-             server_reset_query = DEALLOCATE ALL\nserver_reset_query_always = 1\n\
-             ignore_startup_parameters = extra_float_digits\n",
-            userlist = dir.join("userlist.txt").display(),
+        // The shipped configuration, pointed at this test's server and port.
+        let shipped = include_str!("../../../deploy/local/pgbouncer.ini");
+        let config: String = shipped
+            .lines()
+            .map(|line| match line.split_once(" = ").map(|(key, _)| key) {
+                Some("*") => format!("* = host={host} port={server_port}"),
+                Some("listen_port") => format!("listen_port = {port}"),
+                Some("auth_file") => format!("auth_file = {}", dir.join("userlist.txt").display()),
+                Some("default_pool_size") => format!("default_pool_size = {server_connections}"),
+                _ => line.to_owned(),
+            })
+            .map(|line| line + "\n")
+            .collect();
+        assert!(
+            config.contains(&format!("listen_port = {port}")),
+            "{config}"
         );
         let path = dir.join("pgbouncer.ini");
         std::fs::write(&path, config).unwrap();
@@ -83,7 +90,8 @@ impl PgBouncer {
     }
 }
 
-fn running_as_root() -> bool {
+/// Whether this process runs as root (PgBouncer and Postgres refuse to).
+pub fn running_as_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
