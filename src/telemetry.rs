@@ -6,14 +6,18 @@ use crate::config::LogFormat;
 /// transaction mode (`pooled_in_transactions`) every explicit transaction
 /// makes Postgres warn that one is already in progress and, at the pool's
 /// COMMIT, that none is: expected there, so its notices below errors are
-/// not logged.
+/// not logged, whatever RUST_LOG says unless it names them.
 pub fn init(format: LogFormat, transaction_pooler: bool) {
-    let default = if transaction_pooler {
-        "stampede=info,tower_http=info,sqlx=warn,sqlx::postgres::notice=error"
-    } else {
-        "stampede=info,tower_http=info,sqlx=warn"
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let mut filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("stampede=info,tower_http=info,sqlx=warn"));
+    let notices_named =
+        std::env::var("RUST_LOG").is_ok_and(|rust_log| rust_log.contains("sqlx::postgres::notice"));
+    if transaction_pooler
+        && !notices_named
+        && let Ok(quiet) = "sqlx::postgres::notice=error".parse()
+    {
+        filter = filter.add_directive(quiet);
+    }
     let registry = tracing_subscriber::registry().with(filter);
     match format {
         LogFormat::Human => registry
