@@ -107,6 +107,7 @@ pub async fn create(
     new: &NewDoorLink,
 ) -> Result<DoorSecret, AppError> {
     let secret = DoorSecret::generate();
+    let mut tx = db.begin().await?;
     let created = sqlx::query!(
         "INSERT INTO door_links (event_id, door, secret_hash, valid_from, valid_until)
          SELECT id, $3, $4, $5, $6 FROM events WHERE id = $1 AND organizer_id = $2",
@@ -117,8 +118,9 @@ pub async fn create(
         new.window.from,
         new.window.until,
     )
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     if created.rows_affected() == 1 {
         Ok(secret)
     } else {
@@ -134,6 +136,7 @@ pub async fn revoke(
     event_id: EventId,
     link_id: DoorLinkId,
 ) -> Result<(), AppError> {
+    let mut tx = db.begin().await?;
     let revoked = sqlx::query!(
         "UPDATE door_links l SET revoked_at = now()
          FROM events e
@@ -143,8 +146,9 @@ pub async fn revoke(
         event_id.get(),
         organizer_id.get(),
     )
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     if revoked.rows_affected() == 1 {
         Ok(())
     } else {

@@ -127,7 +127,9 @@ pub async fn open(database_url: Option<&str>, args: &DatabaseArgs) -> anyhow::Re
         .context("connecting to Postgres directly")?;
     migrate(&mut session).await?;
     session.close().await?;
-    crate::db::session::use_direct(direct);
+    if args.database_direct_url.is_some() {
+        crate::db::session::use_direct(direct);
+    }
     connect_pool(options, args).await
 }
 
@@ -144,13 +146,23 @@ pub async fn connect_pool(
     let pool = PgPoolOptions::new()
         .max_connections(args.db_max_connections)
         .acquire_timeout(Duration::from_millis(args.db_acquire_timeout_ms));
-    let pool = if args.db_transaction_pooler {
-        pooled_in_transactions(pool).connect_with(options.statement_cache_capacity(0))
+    if args.db_transaction_pooler {
+        // Lazily, then one statement through the pool: `connect_with` hands
+        // its first connection back without `after_release`, which would
+        // leave it in its BEGIN.
+        let pool =
+            pooled_in_transactions(pool).connect_lazy_with(options.statement_cache_capacity(0));
+        sqlx::query("SELECT 1")
+            .execute(&pool)
+            .await
+            .context("connecting to Postgres through the pooler")?;
+        Ok(pool)
     } else {
         pool.min_connections(args.db_min_connections)
             .connect_with(options)
-    };
-    pool.await.context("connecting to Postgres")
+            .await
+            .context("connecting to Postgres")
+    }
 }
 
 /// Behind a pooler in transaction mode a server connection is ours only
@@ -160,13 +172,19 @@ pub async fn connect_pool(
 /// is one transaction: BEGIN when it is handed out, COMMIT when it comes
 /// back. An explicit transaction inside is the same transaction (its BEGIN
 /// and its COMMIT or ROLLBACK end it early, which Postgres allows with a
-/// warning). Statements are not cached (a cached one lives on a server
-/// connection we may not get again); the pooler deallocates them when it
-/// takes the server back. No connections are kept idle (sqlx opens those
-/// without handing them out, so they would sit in a BEGIN holding a
-/// server): the pooler keeps the server connections warm instead.
+/// warning). That COMMIT comes after the statement's caller has gone on,
+/// so every write of Stampede is in an explicit transaction of its own
+/// (tests/it/house checks), and the pool's COMMIT only ends reads.
+/// Statements are not cached (a cached one lives on a server connection we
+/// may not get again); the pooler deallocates them when it takes the server
+/// back. No connections are kept idle (sqlx opens those without handing
+/// them out, so they would sit in a BEGIN holding a server): the pooler
+/// keeps the server connections warm instead. Nor are they closed for age
+/// (sqlx would close them without the COMMIT): the pooler's
+/// `server_lifetime` renews the servers.
 fn pooled_in_transactions(pool: PgPoolOptions) -> PgPoolOptions {
     pool.min_connections(0)
+        .max_lifetime(None)
         .after_connect(|conn, _| Box::pin(async move { conn.execute("BEGIN").await.map(drop) }))
         .before_acquire(|conn, _| {
             Box::pin(async move { conn.execute("BEGIN").await.map(|_| true) })

@@ -33,7 +33,8 @@ pub async fn insert(
     email: &Email,
     password_hash: &str,
 ) -> Result<Option<Organizer>, AppError> {
-    Ok(sqlx::query_as!(
+    let mut tx = db.begin().await?;
+    let organizer = sqlx::query_as!(
         Organizer,
         "INSERT INTO organizers (email, password_hash) VALUES ($1, $2)
          ON CONFLICT ON CONSTRAINT organizers_email_unique DO NOTHING
@@ -41,8 +42,10 @@ pub async fn insert(
         email.as_str(),
         password_hash,
     )
-    .fetch_optional(db)
-    .await?)
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(organizer)
 }
 
 /// The account with this email and its password hash.
@@ -126,14 +129,16 @@ pub async fn revoke_token(
     organizer_id: OrganizerId,
     token_id: ApiTokenId,
 ) -> Result<(), AppError> {
+    let mut tx = db.begin().await?;
     let revoked = sqlx::query!(
         "UPDATE api_tokens SET revoked_at = now()
          WHERE id = $1 AND organizer_id = $2 AND revoked_at IS NULL",
         token_id.get(),
         organizer_id.get(),
     )
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     if revoked.rows_affected() == 1 {
         Ok(())
     } else {
@@ -147,6 +152,7 @@ pub async fn by_token_hash(
     db: &PgPool,
     token_hash: &[u8],
 ) -> Result<Option<(Organizer, ApiTokenId)>, AppError> {
+    let mut tx = db.begin().await?;
     let row = sqlx::query!(
         "WITH used AS (
              UPDATE api_tokens SET last_used_at = now()
@@ -157,8 +163,9 @@ pub async fn by_token_hash(
          FROM organizers o JOIN used ON used.organizer_id = o.id",
         token_hash,
     )
-    .fetch_optional(db)
+    .fetch_optional(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(row.map(|row| {
         (
             Organizer {

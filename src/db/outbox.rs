@@ -111,7 +111,8 @@ pub async fn delete_handled(
     before: OffsetDateTime,
     limit: i64,
 ) -> Result<u64, sqlx::Error> {
-    Ok(sqlx::query!(
+    let mut tx = db.begin().await?;
+    let deleted = sqlx::query!(
         "DELETE FROM outbox WHERE (xid, position) IN (
              SELECT o.xid, o.position FROM outbox o
              WHERE o.created_at < $1
@@ -121,9 +122,11 @@ pub async fn delete_handled(
         before,
         limit,
     )
-    .execute(db)
+    .execute(&mut *tx)
     .await?
-    .rows_affected())
+    .rows_affected();
+    tx.commit().await?;
+    Ok(deleted)
 }
 
 /// Rows not yet sent, and the age in seconds of the oldest (0 when none).

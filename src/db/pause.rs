@@ -18,6 +18,7 @@ pub async fn set(
     ticket_type_id: TicketTypeId,
     halted: bool,
 ) -> Result<bool, AppError> {
+    let mut tx = db.begin().await?;
     let changed = sqlx::query_file_scalar!(
         "sql/events/pause_ticket_type.sql",
         ticket_type_id.get(),
@@ -25,7 +26,8 @@ pub async fn set(
         organizer_id.get(),
         halted,
     )
-    .fetch_optional(db)
+    .fetch_optional(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(changed.is_some())
 }

@@ -4,16 +4,39 @@
 
 use std::sync::OnceLock;
 
-use sqlx::{PgPool, postgres::PgConnectOptions};
+use sqlx::{
+    PgPool,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
 
 /// Set once at start-up from `--database-direct-url`; a process serves one
 /// database, so this is process-wide rather than threaded through every
 /// task that may listen.
 static DIRECT: OnceLock<PgConnectOptions> = OnceLock::new();
 
+/// The sessions' own small pool to the direct URL, made on first use.
+static SESSIONS: OnceLock<PgPool> = OnceLock::new();
+
 /// Open sessions with `options` from now on (the first call wins).
 pub fn use_direct(options: PgConnectOptions) {
     let _ = DIRECT.set(options);
+}
+
+/// The pool the web sessions are stored through: with a direct URL, a
+/// small pool of its own to it (sessions are written by an outside crate
+/// with one-off statements, which a pooler in transaction mode would let
+/// commit late); else `pool`.
+pub fn pool_for_sessions(pool: &PgPool) -> PgPool {
+    match DIRECT.get() {
+        Some(direct) => SESSIONS
+            .get_or_init(|| {
+                PgPoolOptions::new()
+                    .max_connections(4)
+                    .connect_lazy_with(direct.clone())
+            })
+            .clone(),
+        None => pool.clone(),
+    }
 }
 
 /// The options for a session of its own beside `pool`: the direct URL when

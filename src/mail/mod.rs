@@ -289,6 +289,7 @@ async fn send_once(
     if !deliver(transport, row.id, &mail.email, build).await? {
         return Ok(());
     }
+    let mut tx = db.begin().await?;
     sqlx::query!(
         "INSERT INTO mail_sent (message_id, order_id, waitlist_entry_id, recipient)
          VALUES ($1, $2, $3, $4)
@@ -298,8 +299,9 @@ async fn send_once(
         mail.entry_id().map(WaitlistEntryId::get),
         mail.email,
     )
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     metrics::counter!("stampede_mails_sent_total").increment(1);
     Ok(())
 }

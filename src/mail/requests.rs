@@ -132,6 +132,7 @@ pub(super) async fn round(
     settings: &MailSettings,
     transport: &Transport,
 ) -> Result<usize, RoundError> {
+    let mut tx = db.begin().await?;
     let claimed = sqlx::query_as!(
         Claimed,
         "UPDATE mail_requests r SET claimed_until = now() + $2::interval
@@ -143,16 +144,19 @@ pub(super) async fn round(
         CLAIM_BATCH,
         interval(CLAIM),
     )
-    .fetch_all(db)
+    .fetch_all(&mut *tx)
     .await?;
+    tx.commit().await?;
     for request in &claimed {
         send(db, key, settings, transport, request).await?;
+        let mut tx = db.begin().await?;
         sqlx::query!(
             "UPDATE mail_requests SET sent_at = now() WHERE id = $1",
             request.id
         )
-        .execute(db)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
     }
     Ok(claimed.len())
 }

@@ -33,12 +33,14 @@ pub async fn open(
     description: &str,
     now: OffsetDateTime,
 ) -> Result<OpenPayment, AppError> {
+    let mut tx = db.begin().await?;
     sqlx::query_file!("sql/payments/open_payment.sql", order_id.get())
-        .execute(db)
+        .execute(&mut *tx)
         .await?;
     let lease = sqlx::query_file!("sql/payments/lease_payment.sql", order_id.get(), now)
-        .fetch_optional(db)
+        .fetch_optional(&mut *tx)
         .await?;
+    tx.commit().await?;
     if let Some(lease) = lease {
         let made = payments
             .stripe
@@ -54,26 +56,32 @@ pub async fn open(
             Err(err) => {
                 // The next visit tries again at once (with the same key).
                 tracing::warn!(%err, "Stripe did not make the payment");
+                let mut tx = db.begin().await?;
                 sqlx::query_file!("sql/payments/release_lease.sql", order_id.get())
-                    .execute(db)
+                    .execute(&mut *tx)
                     .await?;
+                tx.commit().await?;
                 return Err(AppError::PaymentUnavailable);
             }
         };
         let Some(client_secret) = intent.client_secret.clone() else {
+            let mut tx = db.begin().await?;
             sqlx::query_file!("sql/payments/release_lease.sql", order_id.get())
-                .execute(db)
+                .execute(&mut *tx)
                 .await?;
+            tx.commit().await?;
             return Err(AppError::PaymentUnavailable);
         };
+        let mut tx = db.begin().await?;
         sqlx::query_file!(
             "sql/payments/record_intent.sql",
             order_id.get(),
             intent.id,
             client_secret,
         )
-        .execute(db)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
     }
     // Ours, or another request's: wait for it a little.
     let started = tokio::time::Instant::now();

@@ -32,6 +32,7 @@ pub async fn round(
     now: OffsetDateTime,
 ) -> Result<usize, AppError> {
     let first_look = payments.first_look;
+    let mut tx = db.begin().await?;
     let due = sqlx::query_file_scalar!(
         "sql/payments/claim_unsettled.sql",
         now,
@@ -39,8 +40,9 @@ pub async fn round(
         sqlx::postgres::types::PgInterval::try_from(first_look)
             .map_err(|err| AppError::Internal(anyhow::anyhow!(err)))?,
     )
-    .fetch_all(db)
+    .fetch_all(&mut *tx)
     .await?;
+    tx.commit().await?;
     let mut settled = 0;
     for intent_id in due {
         let intent = match payments.stripe.retrieve_payment_intent(&intent_id).await {
@@ -77,10 +79,12 @@ pub async fn close_round(
 ) -> Result<usize, AppError> {
     let grace = sqlx::postgres::types::PgInterval::try_from(payments.first_look)
         .map_err(|err| AppError::Internal(anyhow::anyhow!(err)))?;
+    let mut tx = db.begin().await?;
     let due = sqlx::query_file_scalar!("sql/payments/claim_unclosed.sql", now, ROUND, grace)
-        .fetch_all(db)
+        .fetch_all(&mut *tx)
         .await?;
     let mut done = 0;
+    tx.commit().await?;
     for intent_id in due {
         let intent = match payments.stripe.cancel_payment_intent(&intent_id).await {
             Ok(intent) => intent,
@@ -100,13 +104,15 @@ pub async fn close_round(
                 done += 1;
             }
             IntentStatus::Canceled => {
+                let mut tx = db.begin().await?;
                 sqlx::query_file!(
                     "sql/payments/intent_closed.sql",
                     intent_id,
                     OffsetDateTime::now_utc()
                 )
-                .execute(db)
+                .execute(&mut *tx)
                 .await?;
+                tx.commit().await?;
                 done += 1;
             }
             // Processing: Stripe decides; looked at again in 30 s.

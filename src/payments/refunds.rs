@@ -23,13 +23,15 @@ pub(super) const ROUND: i64 = 10;
 /// full round is followed by another at once).
 #[tracing::instrument(skip_all)]
 pub async fn round(db: &PgPool, payments: &Payments) -> Result<usize, AppError> {
+    let mut tx = db.begin().await?;
     let due = sqlx::query_file!(
         "sql/payments/claim_refunds.sql",
         OffsetDateTime::now_utc(),
         ROUND
     )
-    .fetch_all(db)
+    .fetch_all(&mut *tx)
     .await?;
+    tx.commit().await?;
     let claimed = due.len();
     for refund in due {
         match payments
@@ -41,14 +43,16 @@ pub async fn round(db: &PgPool, payments: &Payments) -> Result<usize, AppError> 
             // `succeeded`, the refund stays due and is looked at again (the
             // look-up finds the same refund; none is made twice).
             Ok(done) if done.status == "succeeded" => {
+                let mut tx = db.begin().await?;
                 sqlx::query_file!(
                     "sql/payments/refund_done.sql",
                     refund.order_id,
                     done.id,
                     OffsetDateTime::now_utc(),
                 )
-                .execute(db)
+                .execute(&mut *tx)
                 .await?;
+                tx.commit().await?;
             }
             not_yet => {
                 let why = match not_yet {
@@ -57,14 +61,16 @@ pub async fn round(db: &PgPool, payments: &Payments) -> Result<usize, AppError> 
                 };
                 let wait = back_off(refund.refund_attempts);
                 tracing::warn!(order_id = %refund.order_id, %why, ?wait, "a refund is not done; looking again later");
+                let mut tx = db.begin().await?;
                 sqlx::query_file!(
                     "sql/payments/refund_failed.sql",
                     refund.order_id,
                     why,
                     OffsetDateTime::now_utc() + wait,
                 )
-                .execute(db)
+                .execute(&mut *tx)
                 .await?;
+                tx.commit().await?;
             }
         }
     }

@@ -101,10 +101,12 @@ pub async fn confirm(
     token: &ConfirmToken,
 ) -> Result<Confirmed, AppError> {
     let hash = token.hash();
+    let mut tx = db.begin().await?;
     let confirmed =
         sqlx::query_file_scalar!("sql/sale/confirm_hold.sql", order_id.get(), &hash, now)
-            .fetch_optional(db)
+            .fetch_optional(&mut *tx)
             .await?;
+    tx.commit().await?;
     if confirmed.is_none() {
         let refusal = sqlx::query_file!("sql/sale/confirm_refusal.sql", order_id.get(), &hash)
             .fetch_optional(db)

@@ -27,14 +27,16 @@ pub const ADMITTER_LOCK: i64 = 0x5374_616d_7065_6465; // "Stampede"
 /// Pause or resume admission (the queue keeps its order); `NotFound` if
 /// the event never had a room.
 pub async fn set_paused(db: &PgPool, event_id: EventId, paused: bool) -> Result<(), AppError> {
+    let mut tx = db.begin().await?;
     sqlx::query!(
         "UPDATE waiting_rooms SET paused = $2 WHERE event_id = $1 RETURNING event_id",
         event_id.get(),
         paused,
     )
-    .fetch_optional(db)
+    .fetch_optional(&mut *tx)
     .await?
     .ok_or(AppError::NotFound)?;
+    tx.commit().await?;
     Ok(())
 }
 

@@ -143,6 +143,7 @@ pub async fn save(db: &PgPool, event_id: EventId, settings: &RoomSettings) -> Re
     use rand::RngCore as _;
     let mut seed = [0_u8; 32];
     rand::rng().fill_bytes(&mut seed);
+    let mut tx = db.begin().await?;
     sqlx::query!(
         r#"INSERT INTO waiting_rooms (event_id, enabled, prequeue_minutes, admit_per_minute,
                                       max_active, pass_minutes, paused, seed)
@@ -160,8 +161,9 @@ pub async fn save(db: &PgPool, event_id: EventId, settings: &RoomSettings) -> Re
         settings.paused,
         &seed[..],
     )
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(())
 }
 
@@ -271,7 +273,9 @@ impl Rooms {
     }
 
     /// Ranks up to this one are admitted in the event's room, as this
-    /// instance last read it (at most `FRESH_FOR` ago, give or take a read).
+    /// instance last read it: the read after `FRESH_FOR` starts in the
+    /// background, so a poll may see the mark of the read before (an
+    /// admitted buyer learns it at their next poll at worst).
     pub async fn admitted_upto(
         &self,
         db: &PgPool,

@@ -194,7 +194,6 @@ impl RoomKey {
     }
 }
 
-/// A signed pass, as it travels (cookie, JSON `pass` field).
 /// An entry's place once ranked: its rank, and whether it joined in the
 /// pre-queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,6 +209,7 @@ pub struct EntryToken {
     pub ranked: Option<Ranked>,
 }
 
+/// A signed pass, as it travels (cookie, JSON `pass` field).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pass {
     pub event_id: EventId,

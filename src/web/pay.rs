@@ -150,16 +150,21 @@ pub async fn paid_return(
     let order = order_to_pay(&state, order_id, &proof).await?;
     // Stripe is asked once per order every few seconds at most: a buyer
     // reloading this page cannot spend everyone's pacing.
-    let ask = order.proven
-        && order.payment_status.as_deref() != Some("succeeded")
-        && sqlx::query_file!(
+    let ask = if order.proven && order.payment_status.as_deref() != Some("succeeded") {
+        let mut tx = state.db.begin().await?;
+        let claimed = sqlx::query_file!(
             "sql/payments/claim_return_check.sql",
             order_id.get(),
             state.clock.now()
         )
-        .fetch_optional(&state.db)
+        .fetch_optional(&mut *tx)
         .await?
         .is_some();
+        tx.commit().await?;
+        claimed
+    } else {
+        false
+    };
     if let (true, Some(intent_id), Some(payments)) =
         (ask, order.intent_id.as_deref(), state.payments.as_ref())
     {

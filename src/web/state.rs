@@ -274,13 +274,16 @@ impl FromRef<AppState> for PgPool {
     }
 }
 
-/// The session store: the `sessions` table from migrations/.
+/// The session store: the `sessions` table from migrations/. Behind a pooler
+/// in transaction mode it writes through connections of its own, straight
+/// to Postgres: the store writes with one-off statements, which there
+/// would commit only when their connection went back to the pool.
 #[expect(
     clippy::expect_used,
     reason = "the names are constants that the store accepts; a test starts it"
 )]
 pub fn session_store(db: PgPool) -> PostgresStore {
-    PostgresStore::new(db)
+    PostgresStore::new(crate::db::session::pool_for_sessions(&db))
         .with_schema_name("public")
         .and_then(|store| store.with_table_name("sessions"))
         .expect("constant, valid identifiers")

@@ -159,8 +159,9 @@ async fn the_transaction_pooler_pool_runs_everything_behind_pgbouncer(
         .unwrap();
     assert_eq!(rows, 16 * 25, "every committed row is there, once");
     // Nothing is left open on a server connection: the pool's COMMIT came
-    // back with each connection.
-    db.close().await;
+    // back with each connection (checked while the pool is still open,
+    // once the returns have run).
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let open: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
            AND state LIKE 'idle in transaction%'",
@@ -169,6 +170,7 @@ async fn the_transaction_pooler_pool_runs_everything_behind_pgbouncer(
     .await
     .unwrap();
     assert_eq!(open, 0, "a server connection was left in a transaction");
+    db.close().await;
 }
 
 /// The binary, through PgBouncer (migrations and the LISTEN go direct):
@@ -279,11 +281,19 @@ async fn postgres_restarted_behind_pgbouncer_mid_rush_loses_no_order_and_answers
                 .collect::<Vec<_>>(),
         )
     };
+    let deadline = Instant::now() + Duration::from_secs(60);
     while answered.load(Ordering::Relaxed) < 150 {
+        assert!(Instant::now() < deadline, "the rush did not get going");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    // pg_ctl blocks: on a thread of its own, so that the buyers go on.
     let restarted_at = Instant::now();
-    postgres.restart().await;
+    let _postgres = tokio::task::spawn_blocking(move || {
+        postgres.restart();
+        postgres
+    })
+    .await
+    .unwrap();
     let restart_took = restarted_at.elapsed();
     let outcomes = rush.await.unwrap();
     let unavailable: Vec<Instant> = outcomes

@@ -109,14 +109,17 @@ pub async fn join(
     // A place whose mail was never followed does not block its address
     // for good (a lost mail, or someone else typing it): after an hour, a
     // new join replaces it, with a new mail.
+    let mut tx = db.begin().await?;
     sqlx::query_file!(
         "sql/waitlist/drop_unconfirmed.sql",
         ticket_type_id.get(),
         buyer.as_str(),
         now - UNCONFIRMED_FOR,
     )
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
+    let mut tx = db.begin().await?;
     let joined = sqlx::query_file_scalar!(
         "sql/waitlist/join.sql",
         entry_id.get(),
@@ -127,8 +130,9 @@ pub async fn join(
         token_hash,
         now,
     )
-    .fetch_optional(db)
+    .fetch_optional(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(match joined {
         Some(id) => Joined::New(WaitlistEntryId::from(id)),
         None => Joined::Already,
@@ -215,14 +219,16 @@ pub async fn confirm(
     entry_id: WaitlistEntryId,
     token: &ConfirmToken,
 ) -> Result<Entry, AppError> {
+    let mut tx = db.begin().await?;
     let confirmed = sqlx::query_file_scalar!(
         "sql/waitlist/confirm_place.sql",
         entry_id.get(),
         token.hash(),
         now
     )
-    .fetch_optional(db)
+    .fetch_optional(&mut *tx)
     .await?;
+    tx.commit().await?;
     if confirmed.is_some() {
         tracing::info!(%entry_id, "waiting list place confirmed");
         metrics::counter!("stampede_waitlist_confirmed_total").increment(1);
@@ -236,9 +242,11 @@ pub async fn leave(
     entry_id: WaitlistEntryId,
     token: &ConfirmToken,
 ) -> Result<Entry, AppError> {
+    let mut tx = db.begin().await?;
     sqlx::query_file_scalar!("sql/waitlist/leave.sql", entry_id.get(), token.hash())
-        .fetch_optional(db)
+        .fetch_optional(&mut *tx)
         .await?;
+    tx.commit().await?;
     find(db, entry_id, token).await
 }
 

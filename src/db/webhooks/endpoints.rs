@@ -96,7 +96,8 @@ pub async fn update(
     id: WebhookId,
     change: &EndpointChange,
 ) -> Result<Endpoint, AppError> {
-    sqlx::query_as!(
+    let mut tx = db.begin().await?;
+    let endpoint = sqlx::query_as!(
         Endpoint,
         r#"UPDATE webhook_endpoints SET
                url = coalesce($3, url),
@@ -119,9 +120,11 @@ pub async fn update(
         change.event_types.as_deref(),
         change.enabled,
     )
-    .fetch_optional(db)
+    .fetch_optional(&mut *tx)
     .await?
-    .ok_or(AppError::NotFound)
+    .ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(endpoint)
 }
 
 pub async fn rotate_secret(
@@ -130,14 +133,16 @@ pub async fn rotate_secret(
     id: WebhookId,
     secret: &str,
 ) -> Result<(), AppError> {
+    let mut tx = db.begin().await?;
     let done = sqlx::query!(
         "UPDATE webhook_endpoints SET secret = $3 WHERE id = $1 AND organizer_id = $2",
         id.get(),
         organizer_id.get(),
         secret,
     )
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     if done.rows_affected() == 0 {
         return Err(AppError::NotFound);
     }
@@ -146,13 +151,15 @@ pub async fn rotate_secret(
 
 /// Delete an endpoint with its deliveries and their log.
 pub async fn delete(db: &PgPool, organizer_id: OrganizerId, id: WebhookId) -> Result<(), AppError> {
+    let mut tx = db.begin().await?;
     let done = sqlx::query!(
         "DELETE FROM webhook_endpoints WHERE id = $1 AND organizer_id = $2",
         id.get(),
         organizer_id.get(),
     )
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     if done.rows_affected() == 0 {
         return Err(AppError::NotFound);
     }
@@ -218,7 +225,8 @@ pub async fn redeliver(
     endpoint_id: WebhookId,
     delivery_id: DeliveryId,
 ) -> Result<Uuid, AppError> {
-    sqlx::query_scalar!(
+    let mut tx = db.begin().await?;
+    let message_id = sqlx::query_scalar!(
         "UPDATE webhook_deliveries d
          SET status = 'pending', next_attempt_at = now(), first_attempt_at = NULL,
              completed_at = NULL
@@ -229,7 +237,9 @@ pub async fn redeliver(
         endpoint_id.get(),
         organizer_id.get(),
     )
-    .fetch_optional(db)
+    .fetch_optional(&mut *tx)
     .await?
-    .ok_or(AppError::NotFound)
+    .ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(message_id)
 }

@@ -69,7 +69,8 @@ pub struct Due {
 /// for `lease_ms` (pushed out of the due set), so other workers skip it and
 /// a worker that dies mid-attempt leaves it due again when the lease ends.
 pub async fn claim_due(db: &PgPool, limit: i64, lease_ms: i64) -> Result<Vec<Due>, sqlx::Error> {
-    sqlx::query_as!(
+    let mut tx = db.begin().await?;
+    let due = sqlx::query_as!(
         Due,
         r#"WITH due AS (
                SELECT d.id FROM webhook_deliveries d
@@ -88,8 +89,10 @@ pub async fn claim_due(db: &PgPool, limit: i64, lease_ms: i64) -> Result<Vec<Due
         limit,
         lease_ms,
     )
-    .fetch_all(db)
-    .await
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(due)
 }
 
 /// What one attempt found.

@@ -122,10 +122,10 @@ impl PrivatePostgres {
         panic!("the private Postgres did not come up on {}", self.port);
     }
 
-    /// Stop (fast: connections are cut) and start again, waiting for it.
-    pub async fn restart(&self) {
+    /// Stop (fast: connections are cut) and start again, waiting for it
+    /// (`pg_ctl -w`). Blocking: call it from a thread of its own.
+    pub fn restart(&self) {
         self.pg_ctl("restart");
-        self.wait_ready().await;
     }
 
     /// Options for `database` on it.

@@ -5,6 +5,7 @@
 
 mod graph;
 mod reader;
+mod writes;
 
 use std::{
     fs,
