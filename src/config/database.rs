@@ -185,6 +185,8 @@ pub async fn connect_pool(
 fn pooled_in_transactions(pool: PgPoolOptions) -> PgPoolOptions {
     pool.min_connections(0)
         .max_lifetime(None)
+        // The BEGIN below tests the connection: no ping before it.
+        .test_before_acquire(false)
         .after_connect(|conn, _| Box::pin(async move { conn.execute("BEGIN").await.map(drop) }))
         .before_acquire(|conn, _| {
             Box::pin(async move { conn.execute("BEGIN").await.map(|_| true) })
