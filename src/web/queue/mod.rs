@@ -130,6 +130,16 @@ pub struct PositionBody {
     pub(super) entry_token: Option<String>,
 }
 
+/// How many ranks past the admitted mark read their entry: two ticks'
+/// admissions at the room's rate (a hundred a tick without one), at least ten.
+fn near_the_front(room: &Room) -> i64 {
+    let per_tick = room
+        .settings
+        .admit_per_minute
+        .map_or(100, |rate| (i64::from(rate) + 59) / 60);
+    (2 * per_tick).max(10)
+}
+
 impl PositionBody {
     /// Waiting, with `ahead` entries still before this one.
     fn waiting_behind(&mut self, room: &Room, ahead: i64) {
@@ -165,10 +175,12 @@ pub(super) async fn position(
     };
     let rooms = state.sales.rooms();
     // A ranked token and the room's mark answer a buyer still waiting
-    // without reading their entry: no Postgres per poll.
+    // without reading their entry: no Postgres per poll. Near the front
+    // the entry is read: its admission should show at the next look, not
+    // after the instance's next read of the mark.
     if let Some(place) = token.ranked
         && let Some(admitted_upto) = rooms.admitted_upto(&state.db, room.event_id).await?
-        && place.rank > admitted_upto
+        && place.rank > admitted_upto + near_the_front(room)
     {
         body.in_prequeue = place.prequeue;
         body.waiting_behind(room, place.rank - admitted_upto - 1);
