@@ -154,7 +154,11 @@ pub(super) async fn positions(
         "trivial_per_sec": round(triv_rate),
         "position_to_trivial": round(pos_rate / triv_rate),
         "event_id": room.event_id,
-        "sample_token": tokens.first(),
+        // The furthest back: its polls are answered from the token (the
+        // ranks nearest the front read their entry).
+        "sample_token": tokens.iter().max_by_key(|token| {
+            token.split('.').nth(1).and_then(|rank| rank.parse::<i64>().ok()).unwrap_or(0)
+        }),
         "ok": pos_other == 0 && triv_other == 0,
     }))
 }
