@@ -173,6 +173,24 @@ async fn the_transaction_pooler_pool_runs_everything_behind_pgbouncer(
     db.close().await;
 }
 
+/// `stampede serve` through `bouncer` (its migrations and LISTEN straight
+/// to `direct`), the purchase limits per address and email off: one client.
+async fn serve_through(bouncer: &PgBouncer, direct: &PgConnectOptions) -> ServerProcess {
+    ServerProcess::start(
+        &database_url(&bouncer.options(direct)),
+        &[
+            "--db-transaction-pooler",
+            "--database-direct-url",
+            &database_url(direct),
+            "--purchase-burst-per-ip",
+            "0",
+            "--purchase-burst-per-email",
+            "0",
+        ],
+    )
+    .await
+}
+
 /// The binary, through PgBouncer (migrations and the LISTEN go direct):
 /// 300 buyers for 200 tickets; exactly 200 sold, every answer a sale or
 /// sold out, the invariants hold.
@@ -185,19 +203,7 @@ async fn stampede_sells_a_rush_exactly_through_pgbouncer(
     let fixture = published_event(&setup, &[TicketSpec::new(200, 1, 1)]).await;
     let tt = fixture.ticket_type_id();
     let bouncer = PgBouncer::start(&direct, 3).await;
-    let server = ServerProcess::start(
-        &database_url(&bouncer.options(&direct)),
-        &[
-            "--db-transaction-pooler",
-            "--database-direct-url",
-            &database_url(&direct),
-            "--purchase-burst-per-ip",
-            "0",
-            "--purchase-burst-per-email",
-            "0",
-        ],
-    )
-    .await;
+    let server = serve_through(&bouncer, &direct).await;
     let client = reqwest::Client::new();
     let url = format!("{}/api/v1/orders", server.base);
     let statuses: Vec<u16> = futures::stream::iter(0..300)
@@ -244,19 +250,7 @@ async fn postgres_restarted_behind_pgbouncer_mid_rush_loses_no_order_and_answers
     let postgres = PrivatePostgres::start().await;
     let direct = postgres.options("stampede_restart");
     let bouncer = PgBouncer::start(&postgres.options("postgres"), 4).await;
-    let server = ServerProcess::start(
-        &database_url(&bouncer.options(&direct)),
-        &[
-            "--db-transaction-pooler",
-            "--database-direct-url",
-            &database_url(&direct),
-            "--purchase-burst-per-ip",
-            "0",
-            "--purchase-burst-per-email",
-            "0",
-        ],
-    )
-    .await;
+    let server = serve_through(&bouncer, &direct).await;
     let setup = pool(direct.clone(), 2).await;
     let fixture = published_event(&setup, &[TicketSpec::new(400, 1, 1)]).await;
     let tt = fixture.ticket_type_id();

@@ -4,7 +4,6 @@
 //! the tests run as root (Postgres refuses to run as root).
 
 use std::{
-    net::TcpListener,
     path::{Path, PathBuf},
     process::Command,
 };
@@ -24,11 +23,7 @@ impl PrivateCluster {
         if running_as_root() {
             run(Command::new("chown").arg("postgres:").arg(&data));
         }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = super::free_port();
         let cluster = Self { bin, data, port };
         run(&mut cluster.pg_command(
             "initdb",

@@ -3,7 +3,7 @@
 //! foreground and stopped with the test.
 
 use std::{
-    net::{SocketAddr, TcpListener},
+    net::SocketAddr,
     path::PathBuf,
     process::{Child, Command, Stdio},
     time::Duration,
@@ -32,11 +32,7 @@ impl Haproxy {
             std::path::Path::new(binary).exists(),
             "{binary} is missing: run `apt-get install -y haproxy` (./scripts/test does this when it runs as root or can sudo)"
         );
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = super::free_port();
         let dir = std::env::temp_dir().join(format!("stampede-haproxy-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let (server_options, frontend_options) = match forwarding {

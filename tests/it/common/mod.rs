@@ -97,6 +97,15 @@ pub fn database_url(connect: &PgConnectOptions) -> String {
     )
 }
 
+/// A free loopback port, for a server a test starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A pool big enough for real concurrency (sqlx::test's default is small).
 pub async fn pool(connect: PgConnectOptions, max: u32) -> PgPool {
     PgPoolOptions::new()

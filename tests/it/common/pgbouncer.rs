@@ -5,7 +5,6 @@
 //! expects) with this test's ports.
 
 use std::{
-    net::TcpListener,
     path::PathBuf,
     process::{Child, Command, Stdio},
     time::Duration,
@@ -29,11 +28,7 @@ impl PgBouncer {
             std::path::Path::new(binary).exists(),
             "{binary} is missing: run `apt-get install -y pgbouncer` (./scripts/test does this when it runs as root or can sudo)"
         );
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = super::free_port();
         let dir = std::env::temp_dir().join(format!("stampede-pgbouncer-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let user = direct.get_username();

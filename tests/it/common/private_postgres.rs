@@ -4,7 +4,6 @@
 //! Stopped and removed with the test.
 
 use std::{
-    net::TcpListener,
     path::PathBuf,
     process::{Command, Stdio},
     time::Duration,
@@ -45,11 +44,7 @@ impl PrivatePostgres {
     /// A fresh cluster, started; its superuser is this process's user name,
     /// trusted on loopback.
     pub async fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = super::free_port();
         let dir = std::env::temp_dir().join(format!("stampede-pg-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         if running_as_root() {

@@ -2,7 +2,7 @@
 //! talk to it from chosen loopback addresses.
 
 use std::{
-    net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener},
+    net::{IpAddr, Ipv4Addr, SocketAddr},
     process::{Child, Command, Stdio},
     time::Duration,
 };
@@ -35,14 +35,7 @@ impl ServerProcess {
         args: &[&str],
         file_limit: Option<u32>,
     ) -> Self {
-        let free_port = || {
-            TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port()
-        };
-        let (port, metrics_port) = (free_port(), free_port());
+        let (port, metrics_port) = (super::free_port(), super::free_port());
         let binary = env!("CARGO_BIN_EXE_stampede");
         let mut command = match file_limit {
             // `ulimit -n` in sh sets both limits; exec keeps the pid.

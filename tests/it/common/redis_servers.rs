@@ -3,21 +3,12 @@
 //! Redis Cluster ([`RedisCluster`]).
 
 use std::{
-    net::TcpListener,
     path::PathBuf,
     process::{Child, Command, Stdio},
     time::Duration,
 };
 
 use deadpool_redis::redis;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// One Redis command to the server at `url` (no cluster redirection).
 pub async fn cmd_at<T: redis::FromRedisValue>(
@@ -53,7 +44,7 @@ impl OwnRedis {
     }
 
     pub fn start() -> Self {
-        Self::start_on(free_port())
+        Self::start_on(super::free_port())
     }
 
     pub fn url(&self) -> String {
@@ -130,7 +121,7 @@ impl RedisCluster {
         std::fs::create_dir_all(&dir).unwrap();
         let masters: Vec<OwnRedis> = (0..3)
             .map(|_| {
-                let port = free_port();
+                let port = super::free_port();
                 let config = dir.join(format!("nodes-{port}.conf"));
                 OwnRedis::spawn(
                     port,
