@@ -59,7 +59,7 @@ async fn add_organizer(
     };
     let password =
         auth::NewPassword::parse(&password).map_err(|err| anyhow::anyhow!("{}", err.message))?;
-    let organizer = auth::sign_up(pool, &email, password)
+    let organizer = auth::sign_up(pool, &email, password, auth::AddressProof::Operator)
         .await
         .map_err(|err| anyhow::anyhow!("{err}"))?;
     let token = auth::create_token(pool, organizer.id, token_name)

@@ -10,7 +10,10 @@ use sqlx::PgPool;
 pub use crate::db::organizers::{ApiToken, Organizer as CurrentOrganizer};
 use crate::{
     db::organizers,
-    domain::{ApiTokenId, Email, ForField, InvalidField, Lines, OrganizerId, refuse_control},
+    domain::{
+        ApiTokenId, ConfirmKey, ConfirmToken, Email, ForField, InvalidField, Lines, OrganizerId,
+        refuse_control,
+    },
     error::AppError,
 };
 
@@ -162,18 +165,59 @@ async fn verify_password(password: String, hash: Option<String>) -> Result<bool,
 static DUMMY_HASH: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| password_auth::generate_hash("stampede-no-such-account"));
 
+/// How a new account's address is known to be its owner's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddressProof {
+    /// An operator made the account (`stampede organizer add`).
+    Operator,
+    /// A sign-up on the web: a link is mailed, and until it is followed
+    /// the account may prepare events but not publish them, so that
+    /// throwaway sign-ups cannot flood the public listing.
+    MailedLink,
+}
+
 pub async fn sign_up(
     db: &PgPool,
     email: &Email,
     password: NewPassword,
+    proof: AddressProof,
 ) -> Result<CurrentOrganizer, AppError> {
     let hash = hash_password(password).await?;
-    organizers::insert(db, email, &hash).await?.ok_or_else(|| {
-        AppError::Invalid(InvalidField::new(
-            "email",
-            "An organizer with this email already exists; log in instead.",
-        ))
-    })
+    let confirmed = proof == AddressProof::Operator;
+    organizers::insert(db, email, &hash, confirmed)
+        .await?
+        .ok_or_else(|| {
+            AppError::Invalid(InvalidField::new(
+                "email",
+                "An organizer with this email already exists; log in instead.",
+            ))
+        })
+}
+
+/// Follow the mailed link: a token that is not this organizer's is "not
+/// found" (it tells nothing about the account); a second use is fine.
+pub async fn confirm_email(
+    db: &PgPool,
+    key: &ConfirmKey,
+    id: OrganizerId,
+    token: &ConfirmToken,
+) -> Result<(), AppError> {
+    if key.organizer_token(id).hash() != token.hash() {
+        return Err(AppError::NotFound);
+    }
+    if organizers::confirm_email(db, id).await? {
+        tracing::info!(organizer_id = %id, "organizer email confirmed");
+    }
+    Ok(())
+}
+
+/// Resends of the confirmation mail: one in this long.
+pub const CONFIRMATION_RESEND_EVERY: std::time::Duration = std::time::Duration::from_secs(5 * 60);
+
+/// Mail the confirmation link again, at most once per
+/// [`CONFIRMATION_RESEND_EVERY`]; true if a mail was asked for.
+pub async fn resend_confirmation(db: &PgPool, id: OrganizerId) -> Result<bool, AppError> {
+    organizers::ask_confirmation_again(db, id, CONFIRMATION_RESEND_EVERY).await
 }
 
 /// The organizer whose email and password these are, or `None`.

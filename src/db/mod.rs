@@ -45,3 +45,13 @@ pub async fn ping(db: &sqlx::PgPool) -> Result<(), crate::error::AppError> {
         .await?;
     Ok(())
 }
+
+/// A duration as Postgres sees it: fixed microseconds (no days or months,
+/// which would follow the session's time zone and calendar).
+pub fn pg_interval(length: std::time::Duration) -> sqlx::postgres::types::PgInterval {
+    sqlx::postgres::types::PgInterval {
+        months: 0,
+        days: 0,
+        microseconds: i64::try_from(length.as_micros()).unwrap_or(i64::MAX),
+    }
+}

@@ -14,6 +14,9 @@ use crate::{
 pub struct Organizer {
     pub id: OrganizerId,
     pub email: String,
+    /// Whether the address is proven (the mailed link was followed, or an
+    /// operator made the account): only then may they publish.
+    pub email_confirmed: bool,
 }
 
 /// A row of the settings page; the token itself is never stored.
@@ -27,25 +30,83 @@ pub struct ApiToken {
     pub revoked_at: Option<OffsetDateTime>,
 }
 
-/// A new account, or `None` when the email is taken.
+/// A new account, or `None` when the email is taken. Unless `confirmed`,
+/// its address is not, and the mail with the link that confirms it is
+/// asked for in the same transaction (`mail::requests` sends it).
 pub async fn insert(
     db: &PgPool,
     email: &Email,
     password_hash: &str,
+    confirmed: bool,
 ) -> Result<Option<Organizer>, AppError> {
     let mut tx = db.begin().await?;
     let organizer = sqlx::query_as!(
         Organizer,
-        "INSERT INTO organizers (email, password_hash) VALUES ($1, $2)
-         ON CONFLICT ON CONSTRAINT organizers_email_unique DO NOTHING
-         RETURNING id, email",
+        r#"INSERT INTO organizers (email, password_hash, email_confirmed_at)
+           VALUES ($1, $2, CASE WHEN $3 THEN now() END)
+           ON CONFLICT ON CONSTRAINT organizers_email_unique DO NOTHING
+           RETURNING id, email, email_confirmed_at IS NOT NULL AS "email_confirmed!""#,
         email.as_str(),
         password_hash,
+        confirmed,
     )
     .fetch_optional(&mut *tx)
     .await?;
+    if organizer.as_ref().is_some_and(|o| !o.email_confirmed) {
+        sqlx::query!(
+            "INSERT INTO mail_requests (kind, email) VALUES ('organizer_confirm', $1)",
+            email.as_str(),
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
     tx.commit().await?;
     Ok(organizer)
+}
+
+/// Confirm the address of the account: true if it was not confirmed
+/// before (a second click changes nothing).
+pub async fn confirm_email(db: &PgPool, id: OrganizerId) -> Result<bool, AppError> {
+    let mut tx = db.begin().await?;
+    let confirmed = sqlx::query!(
+        "UPDATE organizers SET email_confirmed_at = now()
+         WHERE id = $1 AND email_confirmed_at IS NULL",
+        id.get(),
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    tx.commit().await?;
+    Ok(confirmed)
+}
+
+/// Ask for the confirmation mail again, unless one was asked for within
+/// `every` or the address is confirmed; true if asked. The organizer's
+/// row lock makes two asks at once count each other.
+pub async fn ask_confirmation_again(
+    db: &PgPool,
+    id: OrganizerId,
+    every: std::time::Duration,
+) -> Result<bool, AppError> {
+    let mut tx = db.begin().await?;
+    super::events::guard::lock_organizer(&mut tx, id).await?;
+    let asked = sqlx::query!(
+        "INSERT INTO mail_requests (kind, email)
+         SELECT 'organizer_confirm', o.email FROM organizers o
+         WHERE o.id = $1 AND o.email_confirmed_at IS NULL
+           AND NOT EXISTS (SELECT 1 FROM mail_requests r
+                           WHERE r.email = o.email AND r.kind = 'organizer_confirm'
+                             AND r.requested_at > now() - $2::interval)",
+        id.get(),
+        super::pg_interval(every),
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    tx.commit().await?;
+    Ok(asked)
 }
 
 /// The account with this email and its password hash.
@@ -54,7 +115,8 @@ pub async fn with_password_hash(
     email: &Email,
 ) -> Result<Option<(Organizer, String)>, AppError> {
     let row = sqlx::query!(
-        "SELECT id, email, password_hash FROM organizers WHERE email = $1",
+        r#"SELECT id, email, password_hash, email_confirmed_at IS NOT NULL AS "email_confirmed!"
+           FROM organizers WHERE email = $1"#,
         email.as_str()
     )
     .fetch_optional(db)
@@ -63,6 +125,7 @@ pub async fn with_password_hash(
         let organizer = Organizer {
             id: r.id.into(),
             email: r.email,
+            email_confirmed: r.email_confirmed,
         };
         (organizer, r.password_hash)
     }))
@@ -71,7 +134,8 @@ pub async fn with_password_hash(
 pub async fn find(db: &PgPool, id: OrganizerId) -> Result<Option<Organizer>, AppError> {
     Ok(sqlx::query_as!(
         Organizer,
-        "SELECT id, email FROM organizers WHERE id = $1",
+        r#"SELECT id, email, email_confirmed_at IS NOT NULL AS "email_confirmed!"
+           FROM organizers WHERE id = $1"#,
         id.get()
     )
     .fetch_optional(db)
@@ -154,13 +218,14 @@ pub async fn by_token_hash(
 ) -> Result<Option<(Organizer, ApiTokenId)>, AppError> {
     let mut tx = db.begin().await?;
     let row = sqlx::query!(
-        "WITH used AS (
+        r#"WITH used AS (
              UPDATE api_tokens SET last_used_at = now()
              WHERE token_hash = $1 AND revoked_at IS NULL
              RETURNING id, organizer_id
          )
-         SELECT o.id, o.email, used.id AS token_id
-         FROM organizers o JOIN used ON used.organizer_id = o.id",
+         SELECT o.id, o.email, o.email_confirmed_at IS NOT NULL AS "email_confirmed!",
+                used.id AS token_id
+         FROM organizers o JOIN used ON used.organizer_id = o.id"#,
         token_hash,
     )
     .fetch_optional(&mut *tx)
@@ -171,6 +236,7 @@ pub async fn by_token_hash(
             Organizer {
                 id: row.id.into(),
                 email: row.email,
+                email_confirmed: row.email_confirmed,
             },
             row.token_id.into(),
         )

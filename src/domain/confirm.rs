@@ -10,7 +10,7 @@ use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
 use hmac::{Hmac, Mac, digest::KeyInit};
 use sha2::{Digest as _, Sha256};
 
-use super::{OrderId, WaitlistEntryId};
+use super::{OrderId, OrganizerId, WaitlistEntryId};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -52,6 +52,12 @@ impl ConfirmKey {
     /// later the held order offered to it (the offer's order keeps its hash).
     pub fn waitlist_token(&self, entry_id: WaitlistEntryId) -> ConfirmToken {
         self.derive(b"stampede waitlist v1\0", entry_id.get())
+    }
+
+    /// The token of an organizer's sign-up mail: following it proves the
+    /// address, which publishing needs.
+    pub fn organizer_token(&self, organizer_id: OrganizerId) -> ConfirmToken {
+        self.derive(b"stampede organizer email v1\0", organizer_id.get())
     }
 
     /// A label per kind of token, so that no token of one kind is one of another.
@@ -121,6 +127,14 @@ mod tests {
         let entry = WaitlistEntryId::from(a.get());
         assert_ne!(key.waitlist_token(entry), key.token(a));
         assert_eq!(key.waitlist_token(entry), same.waitlist_token(entry));
+        // And so has an organizer.
+        let organizer = OrganizerId::from(a.get());
+        assert_ne!(key.organizer_token(organizer), key.token(a));
+        assert_ne!(key.organizer_token(organizer), key.waitlist_token(entry));
+        assert_eq!(
+            key.organizer_token(organizer),
+            same.organizer_token(organizer)
+        );
     }
 
     #[test]

@@ -57,7 +57,7 @@ use crate::{
         self,
         outbox::{Consumer, OutboxRow},
     },
-    domain::{ConfirmKey, OrderId, WaitlistEntryId},
+    domain::{ConfirmKey, OrderId, OrganizerId, WaitlistEntryId},
 };
 
 /// How the mailer runs (`stampede serve --smtp-url ... --public-url ...`).
@@ -312,6 +312,14 @@ pub(crate) fn order_link(key: &ConfirmKey, public_url: &str, order_id: OrderId) 
     format!(
         "{public_url}/orders/{order_id}?t={}",
         key.token(order_id).as_str()
+    )
+}
+
+/// The link of the mail that confirms a new organizer's address.
+pub(crate) fn organizer_link(key: &ConfirmKey, public_url: &str, id: OrganizerId) -> String {
+    format!(
+        "{public_url}/account/confirm-email/{id}?t={}",
+        key.organizer_token(id).as_str()
     )
 }
 

@@ -1,6 +1,7 @@
 //! Mails asked for outside the outbox (`mail_requests`): a buyer's "find
-//! my tickets", one mail listing the links of their orders, and an
-//! organizer's resend of one order's tickets.
+//! my tickets", one mail listing the links of their orders, an
+//! organizer's resend of one order's tickets, and the link that confirms
+//! a new organizer's address.
 //!
 //! Asking writes a row; the mailer of any instance claims pending rows for
 //! a minute (a lease, so no transaction stays open while the SMTP server
@@ -41,7 +42,7 @@ pub async fn ask_lookup(db: &PgPool, email: &Email, now: OffsetDateTime) -> Resu
                            WHERE email = $1 AND kind = 'lookup' AND requested_at > $2::timestamptz - $3::interval)",
         email.as_str(),
         now,
-        interval(LOOKUP_EVERY),
+        crate::db::pg_interval(LOOKUP_EVERY),
     )
     .execute(&mut *tx)
     .await?;
@@ -84,7 +85,7 @@ pub async fn ask_resend(
                            AND (r.sent_at IS NULL OR r.requested_at > $2::timestamptz - $3::interval))",
         order_id.get(),
         now,
-        interval(RESEND_EVERY),
+        crate::db::pg_interval(RESEND_EVERY),
     )
     .execute(&mut *tx)
     .await?;
@@ -106,14 +107,6 @@ async fn one_asker_at_a_time(
     .execute(&mut *tx)
     .await?;
     Ok(tx)
-}
-
-fn interval(every: Duration) -> sqlx::postgres::types::PgInterval {
-    sqlx::postgres::types::PgInterval {
-        months: 0,
-        days: 0,
-        microseconds: i64::try_from(every.as_micros()).unwrap_or(i64::MAX),
-    }
 }
 
 struct Claimed {
@@ -142,7 +135,7 @@ pub(super) async fn round(
          WHERE r.id = due.id
          RETURNING r.id, r.kind, r.order_id, r.email",
         CLAIM_BATCH,
-        interval(CLAIM),
+        crate::db::pg_interval(CLAIM),
     )
     .fetch_all(&mut *tx)
     .await?;
@@ -186,6 +179,29 @@ async fn send(
             };
             deliver(transport, id, &recipient, build).await.map(drop)
         }
+        ("organizer_confirm", None) => {
+            // Confirmed meanwhile (an earlier mail's link): nothing to send.
+            let Some(organizer) = unconfirmed_organizer(db, &request.email).await? else {
+                return Ok(());
+            };
+            let link = super::organizer_link(key, &settings.public_url, organizer);
+            let body = format!(
+                "Welcome to Stampede. To publish events, confirm that this address is yours:\n\n\
+                 {link}\n\n\
+                 The link opens a page with a button; nothing changes until you press it.\n\
+                 If you did not sign up, ignore this mail: the account cannot publish anything.\n"
+            );
+            let message = message::plain_message(
+                settings,
+                request.id,
+                &request.email,
+                "Confirm your organizer address",
+                body,
+            );
+            deliver(transport, request.id, &request.email, move || Ok(message))
+                .await
+                .map(drop)
+        }
         _ => {
             let orders = lookup_orders(db, &request.email).await?;
             if orders.is_empty() {
@@ -199,6 +215,19 @@ async fn send(
                 .map(drop)
         }
     }
+}
+
+async fn unconfirmed_organizer(
+    db: &PgPool,
+    email: &str,
+) -> Result<Option<OrganizerId>, sqlx::Error> {
+    let id = sqlx::query_scalar!(
+        "SELECT id FROM organizers WHERE email = $1 AND email_confirmed_at IS NULL",
+        email
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(id.map(OrganizerId::from))
 }
 
 struct Listed {

@@ -3,7 +3,7 @@
 
 use axum::{
     Extension,
-    extract::{Path, Query, State},
+    extract::{Path, Query, RawQuery, State},
     http::StatusCode,
     response::{IntoResponse, Redirect, Response},
 };
@@ -13,16 +13,17 @@ use tower_sessions::Session;
 
 use super::{
     AppState,
-    extract::{FormFields, PageContext, parse_id},
+    extract::{FormFields, PageContext, confirm_token_in, parse_id},
     views::{
         FormError,
         account::{self as view, Credentials},
+        mailed_link,
     },
     webhooks,
 };
 use crate::{
-    auth::{self, CurrentOrganizer, NewPassword, SESSION_ORGANIZER},
-    domain::{Email, ForField},
+    auth::{self, AddressProof, CurrentOrganizer, NewPassword, SESSION_ORGANIZER},
+    domain::{ConfirmToken, Email, ForField, OrganizerId},
     error::AppError,
 };
 
@@ -67,7 +68,7 @@ pub async fn sign_up(
     let result = async {
         let email = Email::parse(fields.get("email")).for_field("email")?;
         let password = NewPassword::parse(fields.get("password"))?;
-        auth::sign_up(&state.db, &email, password).await
+        auth::sign_up(&state.db, &email, password, AddressProof::MailedLink).await
     }
     .await;
     match result {
@@ -181,6 +182,51 @@ pub async fn revoke_token(
 ) -> Result<Redirect, AppError> {
     auth::revoke_token(&state.db, organizer.id, parse_id(&id)?).await?;
     Ok(Redirect::to("/organizer/settings"))
+}
+
+/// `GET /account/confirm-email/{id}?t=`: the sign-up mail's link opens a
+/// page whose button confirms; the GET itself (a mail scanner's fetch)
+/// changes nothing. No log-in needed: the token proves the mailbox.
+pub async fn confirm_email_page(
+    ctx: PageContext,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Markup, AppError> {
+    let organizer_id: OrganizerId = parse_id(&id)?;
+    let token = confirm_token_in(&query.unwrap_or_default()).ok_or(AppError::NotFound)?;
+    Ok(mailed_link::page(
+        &ctx,
+        &mailed_link::MailedLink {
+            title: "Confirm your organizer address",
+            explanation: "Confirm that this address is yours, so that you can publish events.",
+            action: format!("/account/confirm-email/{organizer_id}"),
+            token: &token,
+            button: "Confirm my address",
+        },
+    ))
+}
+
+/// `POST /account/confirm-email/{id}` (`t` in the form).
+pub async fn confirm_email(
+    State(state): State<AppState>,
+    ctx: PageContext,
+    Path(id): Path<String>,
+    fields: FormFields,
+) -> Result<Markup, AppError> {
+    let organizer_id: OrganizerId = parse_id(&id)?;
+    let token = ConfirmToken::parse(fields.get("t")).ok_or(AppError::NotFound)?;
+    auth::confirm_email(&state.db, state.sales.confirm_key(), organizer_id, &token).await?;
+    Ok(view::email_confirmed(&ctx))
+}
+
+/// `POST /organizer/settings/confirmation-mail`: mail the link again.
+pub async fn resend_confirmation(
+    State(state): State<AppState>,
+    Extension(organizer): Extension<CurrentOrganizer>,
+    ctx: PageContext,
+) -> Result<Markup, AppError> {
+    let sent_now = auth::resend_confirmation(&state.db, organizer.id).await?;
+    Ok(view::confirmation_mailed(&ctx, &organizer.email, sent_now))
 }
 
 #[cfg(test)]

@@ -63,6 +63,10 @@ pub fn app(state: AppState) -> Router {
             get(waitlist::confirm_page).post(waitlist::confirm),
         )
         .route("/waiting-list/{id}/leave", post(waitlist::leave))
+        .route(
+            "/account/confirm-email/{id}",
+            get(account::confirm_email_page).post(account::confirm_email),
+        )
         // Door staff, through a staff link (no account).
         .route("/door", get(door::scanner).post(door::scan));
 
@@ -142,6 +146,10 @@ pub fn app(state: AppState) -> Router {
             post(door::revoke_link),
         )
         .route("/organizer/settings", get(account::settings))
+        .route(
+            "/organizer/settings/confirmation-mail",
+            post(account::resend_confirmation),
+        )
         .route("/organizer/settings/tokens", post(account::create_token))
         .route(
             "/organizer/settings/tokens/{id}/revoke",

@@ -1,7 +1,7 @@
 //! Tickets sold over time: the dashboard's chart, and the organizer API's
 //! sales per minute, bucketed alike (`date_bin` from one origin).
 
-use sqlx::{PgPool, postgres::types::PgInterval};
+use sqlx::PgPool;
 use time::{Duration, OffsetDateTime};
 
 use crate::{
@@ -25,7 +25,7 @@ pub async fn sales_per_minute(
     event_id: EventId,
     range: SalesRange,
 ) -> Result<Vec<MinuteSales>, AppError> {
-    let minute = pg_interval(Duration::MINUTE);
+    let minute = crate::db::pg_interval(Duration::MINUTE.unsigned_abs());
     Ok(sqlx::query_as!(
         MinuteSales,
         r#"WITH sold AS (
@@ -52,16 +52,6 @@ pub async fn sales_per_minute(
     )
     .fetch_all(db)
     .await?)
-}
-
-/// A bucket width as Postgres sees it: fixed microseconds, so that the
-/// series steps agree with `date_bin` whatever the session time zone.
-fn pg_interval(width: Duration) -> PgInterval {
-    PgInterval {
-        months: 0,
-        days: 0,
-        microseconds: width.whole_microseconds() as i64,
-    }
 }
 
 /// A fixed origin for `date_bin`, a Monday at midnight UTC: minute, hour and
@@ -110,7 +100,7 @@ pub(super) async fn sales_chart(
            ORDER BY g.bucket"#,
         event_id.get(),
         organizer_id.get(),
-        pg_interval(bucket.width),
+        crate::db::pg_interval(bucket.width.unsigned_abs()),
         BUCKET_ORIGIN,
     )
     .fetch_all(&mut *tx)

@@ -19,7 +19,8 @@ pub(in crate::db) async fn lock_organizer(
 }
 
 /// After a write, with the organizer's row locked: refuse (roll back) what
-/// takes the organizer past a quota. The published-events quota is checked
+/// takes the organizer past a quota, and a publication by an organizer
+/// whose address is not confirmed (the listing flood, issue 34). The published-events quota is checked
 /// only when this write publishes, so an organizer over a lowered quota can
 /// still edit.
 pub(super) async fn check_quotas(
@@ -40,7 +41,9 @@ pub(super) async fn check_quotas(
              (SELECT e.status = 'published' AND e.payment = 'stripe'
                      AND EXISTS (SELECT 1 FROM ticket_types t
                                  WHERE t.event_id = e.id AND t.price_minor > 0)
-                  FROM events e WHERE e.id = $2) AS "needs_stripe?""#,
+                  FROM events e WHERE e.id = $2) AS "needs_stripe?",
+             (SELECT email_confirmed_at IS NOT NULL FROM organizers WHERE id = $1)
+                 AS "email_confirmed!""#,
         organizer_id.get(),
         event_id.get(),
     )
@@ -55,6 +58,15 @@ pub(super) async fn check_quotas(
                 "An event can have at most {} ticket types; this one would have {}.",
                 quotas.ticket_types_per_event, counts.ticket_types
             ),
+        );
+    }
+    if publishes && !counts.email_confirmed {
+        return refuse(
+            "status",
+            "Confirm your email address before publishing: follow the link in the mail we \
+             sent when you signed up (your events page mails it again). You can keep \
+             preparing the event as a draft meanwhile."
+                .to_owned(),
         );
     }
     if publishes && counts.published > quotas.published_events {

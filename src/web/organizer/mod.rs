@@ -41,7 +41,8 @@ pub async fn index(
     ctx: PageContext,
 ) -> Result<Markup, AppError> {
     let events = db::events::list_for_organizer(&state.db, organizer.id).await?;
-    Ok(views::organizer::index(&ctx, &events))
+    let unconfirmed = (!organizer.email_confirmed).then_some(organizer.email.as_str());
+    Ok(views::organizer::index(&ctx, &events, unconfirmed))
 }
 
 pub async fn new_form(State(state): State<AppState>, ctx: PageContext) -> Markup {

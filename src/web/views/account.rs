@@ -130,3 +130,58 @@ pub fn settings(
         },
     )
 }
+
+/// Shown to an organizer whose address is not confirmed: they may prepare
+/// events, not publish them.
+pub fn unconfirmed_notice(ctx: &PageContext, email: &str) -> Markup {
+    html! {
+        div.notice role="status" {
+            p {
+                strong { "Confirm your address to publish events." }
+                " We mailed a link to " (email) " when you signed up; "
+                "until you follow it your events stay drafts."
+            }
+            form method="post" action="/organizer/settings/confirmation-mail" data-once {
+                (csrf_field(ctx))
+                button.small type="submit" { "Mail the link again" }
+            }
+        }
+    }
+}
+
+/// After "Mail the link again": sent, or sent a short while ago already.
+pub fn confirmation_mailed(ctx: &PageContext, email: &str, sent_now: bool) -> Markup {
+    layout(
+        ctx,
+        "Confirmation mail",
+        html! {
+            section.card.narrow-page {
+                h1 { "Check your inbox" }
+                @if sent_now {
+                    p { "A new link is on its way to " (email) "." }
+                } @else {
+                    p {
+                        "A link went to " (email) " a few minutes ago (or your address is confirmed "
+                        "already). Look in the spam folder too; you can ask again in a few minutes."
+                    }
+                }
+                p { a href="/organizer" { "Back to your events" } }
+            }
+        },
+    )
+}
+
+/// After the mailed link's button.
+pub fn email_confirmed(ctx: &PageContext) -> Markup {
+    layout(
+        ctx,
+        "Address confirmed",
+        html! {
+            section.card.narrow-page {
+                h1 { "Address confirmed" }
+                p { "Thank you. You can publish events now." }
+                p { a.button href="/organizer" { "Go to your events" } }
+            }
+        },
+    )
+}

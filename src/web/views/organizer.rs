@@ -10,7 +10,8 @@ use crate::{
     },
 };
 
-pub fn index(ctx: &PageContext, events: &[EventDetail]) -> Markup {
+/// `unconfirmed`: the organizer's address, while it is not confirmed.
+pub fn index(ctx: &PageContext, events: &[EventDetail], unconfirmed: Option<&str>) -> Markup {
     layout(
         ctx,
         "Your events",
@@ -18,6 +19,9 @@ pub fn index(ctx: &PageContext, events: &[EventDetail]) -> Markup {
             div.heading-row {
                 h1 { "Your events" }
                 a.button href="/organizer/events/new" { "New event" }
+            }
+            @if let Some(email) = unconfirmed {
+                (super::account::unconfirmed_notice(ctx, email))
             }
             @if events.is_empty() {
                 p.empty { "No events yet." }

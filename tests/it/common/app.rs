@@ -111,9 +111,25 @@ impl TestApp {
             .unwrap()
     }
 
-    /// Sign up an organizer through the real pages and return a client
+    /// Sign up an organizer through the real pages, with its address
+    /// confirmed (as following the mailed link does; tests/it/http/accounts/
+    /// email_confirmation.rs follows the real link), and return a client
     /// that carries its session (and CSRF) cookies, plus its API token.
     pub async fn organizer(&self, email: &str) -> Organizer {
+        let organizer = self.unconfirmed_organizer(email).await;
+        let confirmed =
+            sqlx::query("UPDATE organizers SET email_confirmed_at = now() WHERE id = $1")
+                .bind(organizer.id)
+                .execute(&self.pool)
+                .await
+                .unwrap();
+        assert_eq!(confirmed.rows_affected(), 1);
+        organizer
+    }
+
+    /// [`Self::organizer`] before it follows the mailed link: it may not
+    /// publish.
+    pub async fn unconfirmed_organizer(&self, email: &str) -> Organizer {
         let cookies = std::sync::Arc::new(reqwest::cookie::Jar::default());
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())

@@ -1,6 +1,7 @@
-//! Sign-up, log-in, sessions, log-out, the log-in rate limit, API tokens and
+//! Sign-up (and confirming the address), log-in, sessions, log-out, the log-in rate limit, API tokens and
 //! the `stampede organizer add` command.
 
+mod email_confirmation;
 mod sessions;
 mod tokens;
 

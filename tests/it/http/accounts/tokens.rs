@@ -183,12 +183,21 @@ async fn organizer_add_prints_a_token_that_works_and_the_password_logs_in(
     let token = stdout.trim().to_owned();
     assert!(token.starts_with("stp_") && token.len() == 47, "{token:?}");
 
-    let (id, email): (Uuid, String) =
-        sqlx::query_as("SELECT id, email FROM organizers WHERE email = 'cli@example.org'")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let (id, email, confirmed): (Uuid, String, bool) = sqlx::query_as(
+        "SELECT id, email, email_confirmed_at IS NOT NULL FROM organizers
+         WHERE email = 'cli@example.org'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
     assert_eq!(email, "cli@example.org");
+    // An operator made it: its address counts as confirmed, no mail asked.
+    assert!(confirmed);
+    let asked: i64 = sqlx::query_scalar("SELECT count(*) FROM mail_requests")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(asked, 0);
     // The token is stored under the default name.
     token_id(&pool, id, "command line").await;
 
