@@ -19,6 +19,7 @@
 
 mod admit;
 mod join;
+mod join_batch;
 mod pass;
 mod position;
 mod proof;
@@ -180,6 +181,8 @@ pub struct Rooms {
     /// Each room's admitted-up-to mark, read at most once per `FRESH_FOR`
     /// per event by this instance, however many buyers poll.
     marks: RefreshAhead<EventId, Option<i64>>,
+    /// New entries wait here for their event's next batch.
+    joins: join_batch::JoinBatcher,
 }
 
 impl std::fmt::Debug for Rooms {
@@ -200,6 +203,7 @@ impl Rooms {
             by_ticket_type: RefreshAhead::new(100_000, FRESH_FOR),
             by_event: RefreshAhead::new(10_000, FRESH_FOR),
             marks: RefreshAhead::new(10_000, FRESH_FOR),
+            joins: join_batch::JoinBatcher::default(),
         }
     }
 

@@ -116,7 +116,11 @@ pub async fn api_join(
         entry: joined.entry,
         ranked: None,
     };
-    let position = position(&state, &room, entry, now).await?;
+    let position = if joined.new && room.shuffled_at.is_none() && now < room.sale_opens_at {
+        PositionBody::new_in_prequeue(&room, joined.entry)
+    } else {
+        position(&state, &room, entry, now).await?
+    };
     let status = if joined.new {
         StatusCode::CREATED
     } else {

@@ -152,6 +152,35 @@ impl PositionBody {
     }
 }
 
+impl PositionBody {
+    /// Waiting, nothing more known yet.
+    fn waiting(room: &Room, entry: QueueEntryId) -> Self {
+        Self {
+            entry_id: entry,
+            state: "waiting",
+            place: None,
+            ahead: None,
+            estimated_wait_secs: None,
+            in_prequeue: false,
+            pass: None,
+            pass_expires_at: None,
+            commitment_sha256: room.commitment_hex(),
+            seed: room.revealed_seed_hex(),
+            rule: RULE,
+            entry_token: None,
+        }
+    }
+
+    /// A new entry in the pre-queue before the opening: it waits for the
+    /// shuffle like every other, so its answer needs no read.
+    pub(super) fn new_in_prequeue(room: &Room, entry: QueueEntryId) -> Self {
+        Self {
+            in_prequeue: true,
+            ..Self::waiting(room, entry)
+        }
+    }
+}
+
 pub(super) async fn position(
     state: &AppState,
     room: &Room,
@@ -159,20 +188,7 @@ pub(super) async fn position(
     now: OffsetDateTime,
 ) -> Result<PositionBody, AppError> {
     let entry = token.entry;
-    let mut body = PositionBody {
-        entry_id: entry,
-        state: "waiting",
-        place: None,
-        ahead: None,
-        estimated_wait_secs: None,
-        in_prequeue: false,
-        pass: None,
-        pass_expires_at: None,
-        commitment_sha256: room.commitment_hex(),
-        seed: room.revealed_seed_hex(),
-        rule: RULE,
-        entry_token: None,
-    };
+    let mut body = PositionBody::waiting(room, entry);
     let rooms = state.sales.rooms();
     // A ranked token and the room's mark answer a buyer still waiting
     // without reading their entry: no Postgres per poll. Near the front

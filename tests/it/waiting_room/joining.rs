@@ -348,3 +348,72 @@ fn key_of_another_deployment_pass(event_id: EventId, now: OffsetDateTime) -> Str
         )
         .to_string()
 }
+
+/// Joins are written in batches, one per event per instance at a time
+/// (src/waiting_room/join_batch.rs): two instances' batches from one
+/// address at once still keep to its cap (the address's lock is taken by
+/// both, in key order), and a solved challenge sent twice at once makes one
+/// entry, the other answered `proof_reused`, without failing the batch.
+#[sqlx::test]
+async fn batches_of_two_instances_at_once_keep_the_cap_and_a_replayed_proof_joins_once(
+    pool: PgPool,
+) {
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 2, 2)]).await;
+    let event_id = EventId::from(fixture.event_id);
+    waiting_room::save(&pool, event_id, &settings(60))
+        .await
+        .unwrap();
+    const CAP: u32 = 4;
+    let key = RoomKey::random();
+    let instances = [
+        common::test_rooms(key.clone(), CAP),
+        common::test_rooms(key.clone(), CAP),
+    ];
+    let at = now();
+    for round in 0..10_u8 {
+        let ip = std::net::IpAddr::from([198, 51, 100, round]);
+        let others = std::net::IpAddr::from([203, 0, 113, round]);
+        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(24));
+        // 8 joins from `ip` and 4 from `others` through each instance; one
+        // of `others`' proofs is sent twice (once through each instance).
+        let replayed = common::proof(&instances[0], event_id, at);
+        let joins: Vec<_> = (0..24)
+            .map(|n| {
+                let rooms = instances[n % 2].clone();
+                let (pool, barrier) = (pool.clone(), barrier.clone());
+                let (client, proof) = match n {
+                    0 | 1 => (others, replayed.clone()),
+                    2 | 3 => (others, common::proof(&rooms, event_id, at)),
+                    _ => (ip, common::proof(&rooms, event_id, at)),
+                };
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    let joined = waiting_room::join(
+                        &pool,
+                        &rooms,
+                        event_id,
+                        None,
+                        Some(&proof),
+                        Some(client),
+                        at,
+                    )
+                    .await;
+                    (client, joined)
+                })
+            })
+            .collect();
+        let (mut from_ip, mut from_others, mut reused) = (0, 0, 0);
+        for join in joins {
+            match join.await.unwrap() {
+                (client, Ok(_)) if client == ip => from_ip += 1,
+                (_, Ok(_)) => from_others += 1,
+                (_, Err(stampede::error::AppError::TooManyEntries { max: CAP })) => {}
+                (_, Err(stampede::error::AppError::ProofReused)) => reused += 1,
+                (_, Err(other)) => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(from_ip, CAP, "round {round}: joins let in");
+        assert_eq!((from_others, reused), (3, 1), "round {round}");
+    }
+    assert_eq!(entry_count(&pool).await, 10 * (i64::from(CAP) + 3));
+}
