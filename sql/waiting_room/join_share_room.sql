@@ -1,1 +1,4 @@
-SELECT event_id FROM waiting_rooms WHERE event_id = $1 FOR SHARE
+SELECT w.enabled AND e.status = 'published' AS "open!", w.shuffled_at
+FROM waiting_rooms w JOIN events e ON e.id = w.event_id
+WHERE w.event_id = $1
+FOR SHARE OF w

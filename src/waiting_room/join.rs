@@ -24,6 +24,9 @@ pub struct Joined {
     pub token: String,
     /// False when the buyer's existing entry was kept.
     pub new: bool,
+    /// A new entry written before the shuffle: it waits for it, in the
+    /// pre-queue (as read under the room's row lock).
+    pub unshuffled: bool,
 }
 
 /// Join the event's queue, or keep the entry the buyer already holds
@@ -41,8 +44,9 @@ pub async fn join(
     client: Option<IpAddr>,
     now: OffsetDateTime,
 ) -> Result<Joined, AppError> {
-    // As this instance last read it (at most `FRESH_FOR` ago): a join
-    // costs no read of the room.
+    // As this instance last read it: a join costs no read of the room. The
+    // batch reads it again under its row lock, so a room switched off or an
+    // event unpublished since takes no entry.
     let room = rooms
         .active(db, event_id, now)
         .await?
@@ -71,6 +75,7 @@ pub async fn join(
                 entry,
                 token: rooms.key.entry_token(event_id, entry),
                 new: false,
+                unshuffled: false,
             });
         }
     }
@@ -83,12 +88,12 @@ pub async fn join(
         proof_salt: salt.as_bytes().to_vec(),
         joined_at: now,
     };
-    let entry = match rooms
+    let (entry, shuffled) = match rooms
         .joins
         .join(db, event_id, rooms.entries_per_client, new_entry)
         .await?
     {
-        Outcome::Joined(entry) => entry,
+        Outcome::Joined { entry, shuffled } => (entry, shuffled),
         Outcome::TooMany => {
             return Err(AppError::TooManyEntries {
                 max: rooms.entries_per_client,
@@ -100,5 +105,6 @@ pub async fn join(
         entry,
         token: rooms.key.entry_token(event_id, entry),
         new: true,
+        unshuffled: !shuffled,
     })
 }

@@ -4,12 +4,18 @@
 //! instead of one per join; no timer, so a lone join waits for nothing.
 //!
 //! A batch's transaction (the statements are `sql/waiting_room/join_*`):
-//! 1. the advisory lock of every client address in the batch, in key order
-//!    (so two batches, of this instance or another, cannot deadlock): joins
-//!    from one address take turns between their count and their insert;
-//! 2. the room's row `FOR SHARE`: batches run side by side, the shuffle
-//!    (which updates the row) waits for them and they for it, so every
-//!    entry is either in the shuffle or behind it;
+//! 1. the advisory locks of the batch's client addresses, in key order (so
+//!    two batches, of this instance or another, cannot deadlock): joins
+//!    from one address take turns between their count and their insert.
+//!    An address's lock is one of [`LOCK_BUCKETS`] per event, so a batch
+//!    takes at most that many however many addresses it holds (advisory
+//!    locks fill Postgres's shared lock table, which every transaction
+//!    needs: 64 per connection by default);
+//! 2. the room's row `FOR SHARE`, with its event: batches run side by side,
+//!    the shuffle (which updates the row) waits for them and they for it,
+//!    so every entry is either in the shuffle or behind it; a room switched
+//!    off or an event no longer published since this instance's cached
+//!    read takes no entry (the whole batch is "not found");
 //! 3. each address's entries, counted up to the cap, in a statement of its
 //!    own (its snapshot is taken after the locks);
 //! 4. decided in arrival order: an address's joins past the cap are refused;
@@ -38,6 +44,10 @@ use crate::{
 const MAX_BATCH: usize = 512;
 /// Joins of one event waiting in this instance at most; beyond, 503 at once.
 const MAX_WAITING: usize = 16_384;
+/// Advisory locks per event that client addresses share: a batch takes at
+/// most this many, and two batches with an address in common (or only a
+/// bucket) take turns.
+const LOCK_BUCKETS: u8 = 32;
 
 /// A join that passed its checks (the room is open, the proof is good).
 pub(super) struct NewEntry {
@@ -49,7 +59,9 @@ pub(super) struct NewEntry {
 /// What became of one join.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Outcome {
-    Joined(QueueEntryId),
+    /// The entry, and whether the room was shuffled when it was written
+    /// (as read under the room's row lock, not from a cache).
+    Joined { entry: QueueEntryId, shuffled: bool },
     /// Its address holds the cap of entries already.
     TooMany,
     /// Its solved challenge made an entry already.
@@ -195,9 +207,12 @@ async fn write_batch(
     sqlx::query_file_scalar!("sql/waiting_room/join_lock_clients.sql", &locks)
         .fetch_one(&mut *tx)
         .await?;
-    sqlx::query_file_scalar!("sql/waiting_room/join_share_room.sql", event_id.get())
-        .fetch_one(&mut *tx)
-        .await?;
+    let room = sqlx::query_file!("sql/waiting_room/join_share_room.sql", event_id.get())
+        .fetch_optional(&mut *tx)
+        .await?
+        .filter(|room| room.open)
+        .ok_or(AppError::NotFound)?;
+    let shuffled = room.shuffled_at.is_some();
     let held = sqlx::query_file!(
         "sql/waiting_room/join_held.sql",
         event_id.get(),
@@ -216,7 +231,14 @@ async fn write_batch(
     let mut outcomes: Vec<Result<Uuid, Outcome>> = Vec::with_capacity(entries.len());
     let (mut ids, mut joined_at, mut client_hash, mut proof_salt) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut salts = HashSet::new();
     for entry in entries {
+        // A solution sent twice in one batch is refused before it takes a
+        // place of its address's cap.
+        if !salts.insert(entry.proof_salt.as_slice()) {
+            outcomes.push(Err(Outcome::ProofReused));
+            continue;
+        }
         let left = room_left.entry(entry.client_hash.clone()).or_insert(cap);
         if *left <= 0 {
             outcomes.push(Err(Outcome::TooMany));
@@ -255,7 +277,10 @@ async fn write_batch(
     Ok(outcomes
         .into_iter()
         .map(|decided| match decided {
-            Ok(id) if inserted.contains(&id) => Outcome::Joined(QueueEntryId::from(id)),
+            Ok(id) if inserted.contains(&id) => Outcome::Joined {
+                entry: QueueEntryId::from(id),
+                shuffled,
+            },
             // Its salt made an entry before, or earlier in this batch.
             Ok(_) => Outcome::ProofReused,
             Err(refused) => refused,
@@ -263,13 +288,15 @@ async fn write_batch(
         .collect())
 }
 
-/// The advisory lock key of one (event, client address): 64 bits of a hash,
-/// so two pairs share a key (and wait for each other) with odds 2^-64.
+/// The advisory lock key of one (event, client address): one of the
+/// event's [`LOCK_BUCKETS`], chosen by the address's keyed hash; 64 bits of
+/// a hash, so two events share a key with odds 2^-64.
 fn client_lock(event_id: EventId, client_hash: &[u8]) -> i64 {
+    let bucket = client_hash.first().map_or(0, |byte| byte % LOCK_BUCKETS);
     let mut hash = Sha256::new();
-    hash.update(b"stampede queue cap");
+    hash.update(b"stampede queue cap bucket");
     hash.update(event_id.get().as_bytes());
-    hash.update(client_hash);
+    hash.update([bucket]);
     let digest = hash.finalize();
     let mut first = [0_u8; 8];
     first.copy_from_slice(&digest[..8]);

@@ -317,6 +317,7 @@ impl Rooms {
 fn shared_error(err: Arc<AppError>) -> AppError {
     match *err {
         AppError::Overloaded => AppError::Overloaded,
+        AppError::NotFound => AppError::NotFound,
         _ => AppError::internal(anyhow::anyhow!("waiting room: {err}")),
     }
 }

@@ -116,7 +116,7 @@ pub async fn api_join(
         entry: joined.entry,
         ranked: None,
     };
-    let position = if joined.new && room.shuffled_at.is_none() && now < room.sale_opens_at {
+    let position = if joined.new && joined.unshuffled {
         PositionBody::new_in_prequeue(&room, joined.entry)
     } else {
         position(&state, &room, entry, now).await?

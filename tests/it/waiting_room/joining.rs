@@ -417,3 +417,46 @@ async fn batches_of_two_instances_at_once_keep_the_cap_and_a_replayed_proof_join
     }
     assert_eq!(entry_count(&pool).await, 10 * (i64::from(CAP) + 3));
 }
+
+/// The instance's cached room saves a read per join, but the batch reads
+/// the room again under its row lock: an event unpublished (or a room
+/// switched off) a moment ago, elsewhere, takes no entry, however fresh
+/// the cache.
+#[sqlx::test]
+async fn a_room_closed_since_the_cached_read_takes_no_entry(pool: PgPool) {
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 2, 2)]).await;
+    let event_id = EventId::from(fixture.event_id);
+    waiting_room::save(&pool, event_id, &settings(60))
+        .await
+        .unwrap();
+    let rooms = common::test_rooms(RoomKey::random(), 10);
+    let at = now();
+    let join = |rooms: &Rooms| {
+        let proof = common::proof(rooms, event_id, at);
+        let (pool, rooms) = (pool.clone(), rooms.clone());
+        async move { waiting_room::join(&pool, &rooms, event_id, None, Some(&proof), None, at).await }
+    };
+    join(&rooms).await.unwrap();
+    for close in [
+        "UPDATE events SET status = 'draft' WHERE id = $1",
+        "UPDATE waiting_rooms SET enabled = false WHERE event_id = $1",
+    ] {
+        // Another instance's change: this one's cache still says open.
+        sqlx::query(close)
+            .bind(fixture.event_id)
+            .execute(&pool)
+            .await
+            .unwrap();
+        let refused = join(&rooms).await;
+        assert!(
+            matches!(refused, Err(stampede::error::AppError::NotFound)),
+            "{close}: {refused:?}"
+        );
+        assert_eq!(entry_count(&pool).await, 1, "{close}");
+        sqlx::query("UPDATE events SET status = 'published' WHERE id = $1")
+            .bind(fixture.event_id)
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+}
