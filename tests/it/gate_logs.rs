@@ -14,6 +14,7 @@ use std::time::Duration;
 use common::{
     TicketSpec, assert_invariants,
     gate::own_gate,
+    logs::Captured,
     now,
     purchase::{fresh_key, request},
     redis_servers::OwnRedis,
@@ -21,44 +22,14 @@ use common::{
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-/// What the gate logs, captured.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn count(&self, text: &str) -> usize {
-        String::from_utf8_lossy(&self.0.lock().unwrap())
-            .matches(text)
-            .count()
-    }
-}
-
 /// Redis down: the gate says so once, however many purchases find it
 /// down, and once that it is back.
 #[sqlx::test]
 async fn redis_down_and_back_are_each_logged_once(_: PgPoolOptions, connect: PgConnectOptions) {
     const DOWN: &str = "Redis gate unavailable";
     const BACK: &str = "Redis gate back";
-    let logs = Captured::default();
-    let writer = logs.clone();
-    // The process's one subscriber: this binary holds this test alone.
-    tracing::subscriber::set_global_default(
-        tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::INFO)
-            .with_writer(move || writer.clone())
-            .finish(),
-    )
-    .unwrap();
+    // The process's one subscriber: this process runs this test alone.
+    let logs = Captured::install();
     let (pool, tt, mut own, sales) = own_gate(
         connect,
         TicketSpec::new(50, 1, 1),

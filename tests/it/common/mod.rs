@@ -14,6 +14,7 @@ pub mod haproxy;
 pub mod holds;
 pub mod localstripe;
 pub mod locks;
+pub mod logs;
 pub mod mailed_link;
 pub mod organizer;
 pub mod pgbouncer;

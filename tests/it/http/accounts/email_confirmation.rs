@@ -15,11 +15,16 @@ use stampede::{
 };
 
 use super::*;
-use crate::common::{mailed_link, organizer::api_create_event, smtp::Sink};
+use crate::common::{logs::Captured, mailed_link, organizer::api_create_event, smtp::Sink};
 
 const PUBLIC: &str = "http://tickets.test";
 
-async fn app_and_mailer(pool: &PgPool, sink: &Sink) -> (TestApp, tokio::task::JoinHandle<()>) {
+/// The app and its mailer: to the sink, or without SMTP (`None`: the links
+/// are logged).
+async fn app_and_mailer(
+    pool: &PgPool,
+    sink: Option<&Sink>,
+) -> (TestApp, tokio::task::JoinHandle<()>) {
     let key = ConfirmKey::random();
     let clock = ManualClock::new(now());
     let state = AppState::new(pool.clone())
@@ -27,8 +32,12 @@ async fn app_and_mailer(pool: &PgPool, sink: &Sink) -> (TestApp, tokio::task::Jo
         .with_confirm_key(key.clone())
         .with_site(PUBLIC, stampede::domain::Zone::utc());
     let app = TestApp::spawn_state(pool.clone(), clock, state).await;
-    let settings =
-        MailSettings::new(Some(sink.url()), "Stampede <tickets@example.org>", PUBLIC).unwrap();
+    let settings = MailSettings::new(
+        sink.map(Sink::url),
+        "Stampede <tickets@example.org>",
+        PUBLIC,
+    )
+    .unwrap();
     (app, mail::spawn(pool.clone(), key, settings).unwrap())
 }
 
@@ -67,7 +76,7 @@ async fn a_web_sign_up_publishes_nothing_until_the_mailed_link_is_followed(
 ) {
     let pool = pool(connect, 10).await;
     let sink = Sink::start().await;
-    let (app, mailer) = app_and_mailer(&pool, &sink).await;
+    let (app, mailer) = app_and_mailer(&pool, Some(&sink)).await;
     let org = app.unconfirmed_organizer("new@example.org").await;
     assert!(!confirmed(&pool, org.id).await);
 
@@ -202,7 +211,7 @@ async fn the_link_is_mailed_again_at_most_every_five_minutes_and_not_once_confir
 ) {
     let pool = pool(connect, 10).await;
     let sink = Sink::start().await;
-    let (app, mailer) = app_and_mailer(&pool, &sink).await;
+    let (app, mailer) = app_and_mailer(&pool, Some(&sink)).await;
     let org = app.unconfirmed_organizer("again@example.org").await;
     sink.wait_for(1, Duration::from_secs(20)).await;
 
@@ -252,5 +261,39 @@ async fn the_link_is_mailed_again_at_most_every_five_minutes_and_not_once_confir
         .post_form("/organizer/settings/confirmation-mail", &[])
         .await;
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    mailer.abort();
+}
+
+/// Without SMTP (`cargo run --release` on a laptop) nothing is mailed and
+/// the link is logged, as every mail's link is: the organizer can still
+/// confirm their address, and publish.
+#[sqlx::test]
+async fn without_smtp_the_link_is_logged_and_it_confirms(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let logs = Captured::install();
+    let pool = pool(connect, 10).await;
+    let (app, mailer) = app_and_mailer(&pool, None).await;
+    let org = app.unconfirmed_organizer("dev@example.org").await;
+    let prefix = format!("link={PUBLIC}/account/confirm-email/{}?t=", org.id);
+    let mut link = None;
+    for _ in 0..200 {
+        link = logs
+            .text()
+            .lines()
+            .filter(|line| line.contains("mail link (no SMTP configured)"))
+            .flat_map(str::split_whitespace)
+            .find(|word| word.starts_with(&prefix))
+            .map(|word| word["link=".len()..].to_owned());
+        if link.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let link = link.unwrap_or_else(|| panic!("no link logged: {}", logs.text()));
+    let resp = mailed_link::press(&app, link.strip_prefix(PUBLIC).unwrap()).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert!(confirmed(&pool, org.id).await);
     mailer.abort();
 }
