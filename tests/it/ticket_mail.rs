@@ -17,35 +17,12 @@ use sqlx::{
     PgPool,
     postgres::{PgConnectOptions, PgPoolOptions},
 };
-use stampede::{
-    clock::ManualClock,
-    domain::ConfirmKey,
-    mail::{self, MailSettings},
-    web::AppState,
-};
 
 use crate::common::{
-    self, TestApp, TicketSpec, api_buy, now, pool, published_event, smtp::Sink, ticket_codes,
+    self, TicketSpec, api_buy, pool, published_event,
+    smtp::{PUBLIC, Sink, app_and_mailer},
+    ticket_codes,
 };
-
-const PUBLIC: &str = "http://tickets.test";
-
-fn settings(sink: &Sink) -> MailSettings {
-    MailSettings::new(Some(sink.url()), "Stampede <tickets@example.org>", PUBLIC).unwrap()
-}
-
-/// The app (with its confirmation key) and a mailer to the sink.
-async fn app_and_mailer(pool: &PgPool, sink: &Sink) -> (TestApp, tokio::task::JoinHandle<()>) {
-    let key = ConfirmKey::random();
-    let clock = ManualClock::new(now());
-    let state = AppState::new(pool.clone())
-        .with_clock(clock.clone())
-        .with_confirm_key(key.clone())
-        .with_site(PUBLIC, stampede::domain::Zone::utc());
-    let app = TestApp::spawn_state(pool.clone(), clock, state).await;
-    let mailer = mail::spawn(pool.clone(), key, settings(sink)).unwrap();
-    (app, mailer)
-}
 
 /// The codes a PDF's pages show as QR codes, page by page.
 fn qr_codes_in_pdf(pdf: &[u8]) -> Vec<String> {
@@ -119,7 +96,7 @@ async fn a_confirmed_order_gets_one_mail_with_tickets_that_scan(
         .await
         .unwrap();
     let sink = Sink::start().await;
-    let (app, mailer) = app_and_mailer(&pool, &sink).await;
+    let (app, mailer) = app_and_mailer(&pool, Some(&sink)).await;
     let order_id = api_buy(&app, fixture.ticket_type_id(), 3, "ada@example.org").await;
     let codes = ticket_codes(&pool, order_id).await;
     assert_eq!(codes.len(), 3);
@@ -260,7 +237,7 @@ async fn a_cancelled_order_gets_a_mail_saying_so_and_an_organizer_resends(
 ) {
     let pool = pool(connect, 10).await;
     let sink = Sink::start().await;
-    let (app, mailer) = app_and_mailer(&pool, &sink).await;
+    let (app, mailer) = app_and_mailer(&pool, Some(&sink)).await;
     let org = app.organizer("org@example.org").await;
     let fixture =
         common::organizer::owned_published_event(&org, &[TicketSpec::new(10, 2, 2)]).await;
@@ -353,7 +330,7 @@ async fn find_my_tickets_answers_the_same_for_any_address_and_mails_the_links_on
     let pool = pool(connect, 10).await;
     let fixture = published_event(&pool, &[TicketSpec::new(10, 2, 2)]).await;
     let sink = Sink::start().await;
-    let (app, mailer) = app_and_mailer(&pool, &sink).await;
+    let (app, mailer) = app_and_mailer(&pool, Some(&sink)).await;
     let first = api_buy(&app, fixture.ticket_type_id(), 1, "ada@example.org").await;
     let second = api_buy(&app, fixture.ticket_type_id(), 1, "ada@example.org").await;
     sink.wait_for(2, Duration::from_secs(20)).await;

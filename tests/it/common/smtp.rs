@@ -198,3 +198,31 @@ fn address(command: &str) -> String {
         .map(|(addr, _)| addr.to_owned())
         .unwrap_or_default()
 }
+
+/// The public address the mailed links of [`app_and_mailer`] start with.
+pub const PUBLIC: &str = "http://tickets.test";
+
+/// The app (with its confirmation key and [`PUBLIC`] address) and a mailer
+/// to the sink, or without SMTP (`None`: the links are logged).
+pub async fn app_and_mailer(
+    pool: &sqlx::PgPool,
+    sink: Option<&Sink>,
+) -> (super::TestApp, JoinHandle<()>) {
+    let key = stampede::domain::ConfirmKey::random();
+    let clock = stampede::clock::ManualClock::new(super::now());
+    let state = stampede::web::AppState::new(pool.clone())
+        .with_clock(clock.clone())
+        .with_confirm_key(key.clone())
+        .with_site(PUBLIC, stampede::domain::Zone::utc());
+    let app = super::TestApp::spawn_state(pool.clone(), clock, state).await;
+    let settings = stampede::mail::MailSettings::new(
+        sink.map(Sink::url),
+        "Stampede <tickets@example.org>",
+        PUBLIC,
+    )
+    .unwrap();
+    (
+        app,
+        stampede::mail::spawn(pool.clone(), key, settings).unwrap(),
+    )
+}

@@ -7,39 +7,14 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::json;
-use stampede::{
-    clock::ManualClock,
-    domain::ConfirmKey,
-    mail::{self, MailSettings},
-    web::AppState,
-};
 
 use super::*;
-use crate::common::{logs::Captured, mailed_link, organizer::api_create_event, smtp::Sink};
-
-const PUBLIC: &str = "http://tickets.test";
-
-/// The app and its mailer: to the sink, or without SMTP (`None`: the links
-/// are logged).
-async fn app_and_mailer(
-    pool: &PgPool,
-    sink: Option<&Sink>,
-) -> (TestApp, tokio::task::JoinHandle<()>) {
-    let key = ConfirmKey::random();
-    let clock = ManualClock::new(now());
-    let state = AppState::new(pool.clone())
-        .with_clock(clock.clone())
-        .with_confirm_key(key.clone())
-        .with_site(PUBLIC, stampede::domain::Zone::utc());
-    let app = TestApp::spawn_state(pool.clone(), clock, state).await;
-    let settings = MailSettings::new(
-        sink.map(Sink::url),
-        "Stampede <tickets@example.org>",
-        PUBLIC,
-    )
-    .unwrap();
-    (app, mail::spawn(pool.clone(), key, settings).unwrap())
-}
+use crate::common::{
+    logs::Captured,
+    mailed_link,
+    organizer::api_create_event,
+    smtp::{PUBLIC, Sink, app_and_mailer},
+};
 
 async fn confirmed(pool: &PgPool, id: Uuid) -> bool {
     sqlx::query_scalar("SELECT email_confirmed_at IS NOT NULL FROM organizers WHERE id = $1")
