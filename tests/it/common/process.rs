@@ -35,6 +35,20 @@ impl ServerProcess {
         args: &[&str],
         file_limit: Option<u32>,
     ) -> Self {
+        // A free port can be taken (by another process's outgoing
+        // connection) before the server binds it: a server that exits at
+        // start-up is started again on new ports.
+        for attempt in 1..=3 {
+            if let Some(server) = Self::try_start(database_url, args, file_limit).await {
+                return server;
+            }
+            eprintln!("stampede serve exited at start-up (attempt {attempt}); starting it again");
+        }
+        panic!("stampede serve exited at start-up three times");
+    }
+
+    /// One start: `None` if the process exits before it is healthy.
+    async fn try_start(database_url: &str, args: &[&str], file_limit: Option<u32>) -> Option<Self> {
         let (port, metrics_port) = (super::free_port(), super::free_port());
         let binary = env!("CARGO_BIN_EXE_stampede");
         let mut command = match file_limit {
@@ -58,7 +72,7 @@ impl ServerProcess {
             .expect("start stampede serve");
         // Owned at once, so that Drop reaps it on any panic.
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let server = Self {
+        let mut server = Self {
             child,
             addr,
             base: format!("http://{addr}"),
@@ -80,7 +94,10 @@ impl ServerProcess {
                 .send()
                 .await;
             if health.is_ok_and(|r| r.status().is_success()) {
-                return server;
+                return Some(server);
+            }
+            if !server.is_running() {
+                return None;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
