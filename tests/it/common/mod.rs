@@ -21,6 +21,7 @@ pub mod pgbouncer;
 pub mod private_postgres;
 pub mod process;
 pub mod purchase;
+pub mod rabbitmq_node;
 pub mod races;
 pub mod redis_servers;
 pub mod smtp;

@@ -12,6 +12,7 @@
 // A test that cannot go on panics: unwrap and expect say where.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod broker_stopped;
 mod faults;
 mod messages;
 
