@@ -83,14 +83,85 @@ pub async fn read_after_cursor(
     .await
 }
 
+/// A row's place in the log: (writing transaction's id, position).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogPosition {
+    pub xid: i64,
+    pub position: i64,
+}
+
+impl From<&OutboxRow> for LogPosition {
+    fn from(row: &OutboxRow) -> Self {
+        Self {
+            xid: row.xid,
+            position: row.position,
+        }
+    }
+}
+
+/// The rows [`read_after_cursor`] would read, by their places only: how
+/// many, the first and the last. For a consumer that hands the rows on
+/// inside Postgres (the webhook fan-out), so that their payloads are not
+/// sent to the app and parsed for nothing. `None` when there are none (or
+/// another instance holds the cursor).
+#[derive(Debug, Clone, Copy)]
+pub struct Span {
+    pub rows: i64,
+    pub first: LogPosition,
+    pub last: LogPosition,
+}
+
+/// See [`Span`]; locks the cursor as [`read_after_cursor`] does.
+pub async fn span_after_cursor(
+    tx: &mut Transaction<'_, Postgres>,
+    consumer: Consumer,
+    limit: i64,
+) -> Result<Option<Span>, sqlx::Error> {
+    let span = sqlx::query!(
+        r#"WITH r AS (
+               SELECT o.xid, o.position
+               FROM (SELECT xid, position FROM outbox_cursors WHERE consumer = $1
+                     FOR UPDATE SKIP LOCKED) c
+               CROSS JOIN LATERAL (
+                   SELECT o.xid, o.position FROM outbox o
+                   WHERE (o.xid, o.position) > (c.xid, c.position)
+                     AND o.xid < pg_snapshot_xmin(pg_current_snapshot())
+                   ORDER BY o.xid, o.position LIMIT $2
+               ) o
+           )
+           SELECT n.rows AS "rows!", f.xid::text::int8 AS "first_xid!", f.position AS "first_position!",
+                  l.xid::text::int8 AS "last_xid!", l.position AS "last_position!"
+           FROM (SELECT count(*) AS rows FROM r) n
+           CROSS JOIN LATERAL (SELECT xid, position FROM r ORDER BY xid, position LIMIT 1) f
+           CROSS JOIN LATERAL (SELECT xid, position FROM r
+                               ORDER BY xid DESC, position DESC LIMIT 1) l"#,
+        consumer.as_str(),
+        limit,
+    )
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(span.map(|s| Span {
+        rows: s.rows,
+        first: LogPosition {
+            xid: s.first_xid,
+            position: s.first_position,
+        },
+        last: LogPosition {
+            xid: s.last_xid,
+            position: s.last_position,
+        },
+    }))
+}
+
 /// Move the consumer's cursor past `last` (a row read by
-/// [`read_after_cursor`] in `tx`); returns the database's clock, for the
-/// rows' lag.
+/// [`read_after_cursor`] or the end of a [`Span`] in `tx`); returns the
+/// database's clock, for the rows' lag.
 pub async fn move_cursor(
     tx: &mut Transaction<'_, Postgres>,
     consumer: Consumer,
-    last: &OutboxRow,
+    last: impl Into<LogPosition>,
 ) -> Result<OffsetDateTime, sqlx::Error> {
+    let last = last.into();
     sqlx::query_scalar!(
         r#"UPDATE outbox_cursors SET xid = $2::text::xid8, position = $3, moved_at = clock_timestamp()
            WHERE consumer = $1

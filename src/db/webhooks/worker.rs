@@ -14,11 +14,12 @@ use crate::db::outbox::{self, Consumer};
 /// this does nothing. Returns (rows, deliveries).
 pub async fn fan_out(db: &PgPool, limit: i64) -> Result<(usize, u64), sqlx::Error> {
     let mut tx: Transaction<'_, Postgres> = db.begin().await?;
-    let rows = outbox::read_after_cursor(&mut tx, Consumer::Webhooks, limit).await?;
-    let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+    // The rows' places only: the statement below reads the rows themselves.
+    let Some(span) = outbox::span_after_cursor(&mut tx, Consumer::Webhooks, limit).await? else {
         tx.commit().await?;
         return Ok((0, 0));
     };
+    let (first, last) = (span.first, span.last);
     // The body: the AMQP message's (docs/organizer-api.md), whose `type`, `timestamp` and
     // `data` are also Standard Webhooks' suggested shape.
     let inserted = sqlx::query!(
@@ -49,7 +50,7 @@ pub async fn fan_out(db: &PgPool, limit: i64) -> Result<(usize, u64), sqlx::Erro
     .rows_affected();
     outbox::move_cursor(&mut tx, Consumer::Webhooks, last).await?;
     tx.commit().await?;
-    Ok((rows.len(), inserted))
+    Ok((usize::try_from(span.rows).unwrap_or_default(), inserted))
 }
 
 /// A delivery the worker is to attempt now.

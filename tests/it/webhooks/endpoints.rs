@@ -403,3 +403,56 @@ async fn twenty_endpoints_at_most_even_when_created_at_once(
             .unwrap();
     assert_eq!(stored, 20);
 }
+
+/// The fan-out reads a backlog a few rows at a time (by their places in
+/// the log, not their payloads): across its rounds every `order.created`
+/// gets exactly one delivery, and a round past the end does nothing.
+#[sqlx::test]
+async fn a_backlog_fanned_out_a_few_rows_at_a_time_gets_one_delivery_per_message(pool: PgPool) {
+    let app = app(&pool, true).await;
+    let org = app.organizer("carol@example.com").await;
+    let (hook, _) = register(&org, "http://127.0.0.1:9/hook", &["order.created"]).await;
+    let event = owned_published_event(&org, &[TicketSpec::new(50, 1, 1)]).await;
+    let mut orders = Vec::new();
+    for i in 0..11 {
+        orders.push(
+            api_buy(
+                &app,
+                event.ticket_type_id(),
+                1,
+                &format!("f{i}@example.com"),
+            )
+            .await,
+        );
+    }
+    let mut rounds = 0;
+    loop {
+        let (rows, _) = stampede::db::webhooks::fan_out(&pool, 3).await.unwrap();
+        if rows == 0 {
+            break;
+        }
+        assert!(rows <= 3, "a round read {rows} rows, past its limit");
+        rounds += 1;
+        assert!(rounds < 100, "the fan-out never reached the end");
+    }
+    assert!(
+        rounds >= 4,
+        "11 orders and more fanned out in {rounds} rounds"
+    );
+    let behind: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox_behind('webhooks')")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(behind, 0);
+    let mut delivered: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT o.order_id FROM webhook_deliveries d JOIN outbox o ON o.id = d.message_id
+         WHERE d.endpoint_id = $1",
+    )
+    .bind(hook)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    delivered.sort();
+    orders.sort();
+    assert_eq!(delivered, orders, "one delivery per order.created");
+}
