@@ -15,8 +15,9 @@
 //!    (a ticket mail for an order cancelled meanwhile is not sent), rebuild
 //!    its token from the order id, or the waiting list place's id
 //!    (`domain::ConfirmKey`), send the mail (or, without SMTP, log it),
-//!    several at once, and record each in `mail_sent` as soon as it is
-//!    accepted, in a statement of its own;
+//!    several at once (the orders and `mail_sent` are read for the whole
+//!    round in two statements), and record each in `mail_sent` as soon as
+//!    it is accepted, in a statement of its own;
 //! 3. move the cursor past what was handled, and commit.
 //!
 //! A mail the SMTP server could not take now (a 4xx answer, a lost
@@ -28,6 +29,7 @@
 //! from the outbox message, so mail clients show one.
 
 use std::{
+    collections::{HashMap, HashSet},
     sync::atomic::{AtomicBool, Ordering},
     time::Duration,
 };
@@ -42,6 +44,7 @@ use lettre::{Message, message::Mailbox};
 use sqlx::{PgPool, Postgres, Transaction};
 use time::OffsetDateTime;
 use tokio::task::JoinHandle;
+use uuid::Uuid;
 
 use self::{
     message::{About, Mail, mail_of, message},
@@ -152,11 +155,14 @@ enum RoundError {
     Postponed,
 }
 
-/// One round; returns how many outbox rows it read. Its mails go out
+/// One round; returns how many outbox rows it read. What it needs from
+/// the database it reads in two statements for all its rows (the orders as
+/// they are now, and which mails went already); its mails go out
 /// [`MailSettings::concurrency`] at a time (lettre's pool gives each its
-/// own connection); the cursor moves past the longest run of rows that
-/// were handled, so a mail that failed is tried again in the next round,
-/// and the ones after it that did go out are skipped then (`mail_sent`).
+/// own connection), each recorded in `mail_sent` as soon as the server
+/// took it; the cursor moves past the longest run of rows that were
+/// handled, so a mail that failed is tried again in the next round, and
+/// the ones after it that did go out are skipped then.
 async fn round(
     db: &PgPool,
     key: &ConfirmKey,
@@ -165,13 +171,49 @@ async fn round(
 ) -> Result<usize, RoundError> {
     let mut tx = db.begin().await?;
     let rows = db::outbox::read_after_cursor(&mut tx, Consumer::Mail, settings.batch).await?;
+    let mails: Vec<Option<Mail>> = rows.iter().map(mail_of).collect();
+    let order_ids: Vec<OrderId> = mails
+        .iter()
+        .flatten()
+        .filter(|mail| mail.needs_the_order())
+        .filter_map(Mail::order_id)
+        .collect();
+    let mut facts: HashMap<OrderId, OrderFacts> = HashMap::new();
+    if !order_ids.is_empty() {
+        for order in order_mail::facts_of(&mut *tx, &order_ids).await? {
+            facts.insert(order.order_id, order);
+        }
+    }
+    let asked: Vec<Uuid> = rows
+        .iter()
+        .zip(&mails)
+        .filter_map(|(row, mail)| mail.as_ref().map(|_| row.id))
+        .collect();
+    let sent: HashSet<Uuid> = if asked.is_empty() {
+        HashSet::new()
+    } else {
+        sqlx::query_scalar!(
+            "SELECT message_id FROM mail_sent WHERE message_id = ANY($1)",
+            &asked
+        )
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect()
+    };
     // Once one mail fails, the ones not yet started wait for the next
     // round: an unreachable server costs one wave of timeouts, not the
     // whole round's.
     let failed = AtomicBool::new(false);
     let sends: Vec<_> = rows
         .iter()
-        .map(|row| handle(db, key, settings, transport, row, &failed))
+        .zip(mails)
+        .map(|(row, mail)| {
+            let to_send = mail
+                .filter(|_| !sent.contains(&row.id))
+                .and_then(|mail| with_the_order(mail, &facts));
+            handle(db, key, settings, transport, row, to_send, &failed)
+        })
         .collect();
     let outcomes: Vec<Result<(), RoundError>> = stream::iter(sends)
         .buffered(settings.concurrency.max(1))
@@ -193,43 +235,53 @@ async fn round(
     }
 }
 
-/// The mail a row asks for, if any, sent once.
+/// The mail with what it needs of its order as it is now, or `None` where
+/// it is not to be sent: tickets of an order that no longer has them, or a
+/// mail about an order that does not exist.
+fn with_the_order(
+    mut mail: Mail,
+    facts: &HashMap<OrderId, OrderFacts>,
+) -> Option<(Mail, Option<OrderFacts>)> {
+    let Some(order_id) = mail.order_id().filter(|_| mail.needs_the_order()) else {
+        return Some((mail, None));
+    };
+    match facts.get(&order_id) {
+        // Tickets only for an order that still has them.
+        Some(order)
+            if matches!(mail.about, About::Tickets { .. }) && order.status != "confirmed" =>
+        {
+            None
+        }
+        Some(order) => {
+            mail.email = order.email.clone();
+            mail.zone = Some(order.zone.clone());
+            // With a price that Stripe takes, a hold's link leads to paying.
+            mail.set_paid_through_stripe(mail.is_priced_hold() && order.takes_payment);
+            Some((mail, Some(order.clone())))
+        }
+        // A hold's row carries what its mail needs.
+        None if matches!(mail.about, About::Hold { .. }) => Some((mail, None)),
+        None => None,
+    }
+}
+
+/// Send one row's mail, if it has one to send, and record it.
 async fn handle(
     db: &PgPool,
     key: &ConfirmKey,
     settings: &MailSettings,
     transport: &Transport,
     row: &OutboxRow,
+    to_send: Option<(Mail, Option<OrderFacts>)>,
     failed: &AtomicBool,
 ) -> Result<(), RoundError> {
-    let Some(mut mail) = mail_of(row) else {
+    let Some((mail, facts)) = to_send else {
         return Ok(());
     };
-    let mut facts = None;
-    if let Some(order_id) = mail.order_id().filter(|_| mail.needs_the_order()) {
-        match order_mail::facts(db, order_id).await? {
-            // Tickets only for an order that still has them.
-            Some(order)
-                if matches!(mail.about, About::Tickets { .. }) && order.status != "confirmed" =>
-            {
-                return Ok(());
-            }
-            Some(order) => {
-                mail.email = order.email.clone();
-                mail.zone = Some(order.zone.clone());
-                // With a price that Stripe takes, a hold's link leads to paying.
-                mail.set_paid_through_stripe(mail.is_priced_hold() && order.takes_payment);
-                facts = Some(order);
-            }
-            // A hold's row carries what its mail needs.
-            None if matches!(mail.about, About::Hold { .. }) => {}
-            None => return Ok(()),
-        }
-    }
     if failed.load(Ordering::Relaxed) {
         return Err(RoundError::Postponed);
     }
-    let sent = send_once(db, key, settings, transport, row, &mail, facts).await;
+    let sent = send(db, key, settings, transport, row, &mail, facts).await;
     if sent.is_err() {
         failed.store(true, Ordering::Relaxed);
     }
@@ -246,8 +298,10 @@ async fn finish(
     tx.commit().await
 }
 
-/// Send the row's mail unless `mail_sent` has it, and record it.
-async fn send_once(
+/// Send the row's mail and record it in `mail_sent`, in a statement of its
+/// own as soon as the server took it: a crash then sends again at most the
+/// mails in flight.
+async fn send(
     db: &PgPool,
     key: &ConfirmKey,
     settings: &MailSettings,
@@ -256,15 +310,6 @@ async fn send_once(
     mail: &Mail,
     facts: Option<OrderFacts>,
 ) -> Result<(), RoundError> {
-    let sent = sqlx::query_scalar!(
-        r#"SELECT EXISTS (SELECT 1 FROM mail_sent WHERE message_id = $1) AS "sent!""#,
-        row.id
-    )
-    .fetch_one(db)
-    .await?;
-    if sent {
-        return Ok(());
-    }
     let link = mail.link(key, &settings.public_url);
     if matches!(transport, Transport::Log) {
         tracing::info!(order_id = ?mail.order_id(), entry_id = ?mail.entry_id(), %link,
@@ -289,7 +334,6 @@ async fn send_once(
     if !deliver(transport, row.id, &mail.email, build).await? {
         return Ok(());
     }
-    let mut tx = db.begin().await?;
     sqlx::query!(
         "INSERT INTO mail_sent (message_id, order_id, waitlist_entry_id, recipient)
          VALUES ($1, $2, $3, $4)
@@ -299,9 +343,8 @@ async fn send_once(
         mail.entry_id().map(WaitlistEntryId::get),
         mail.email,
     )
-    .execute(&mut *tx)
+    .execute(db)
     .await?;
-    tx.commit().await?;
     metrics::counter!("stampede_mails_sent_total").increment(1);
     Ok(())
 }

@@ -40,9 +40,21 @@ pub struct OrderFacts {
     pub codes: Vec<String>,
 }
 
+/// The order as it is now, with its event and tickets; `None` if there is
+/// no such order.
 pub async fn facts(db: &PgPool, order_id: OrderId) -> Result<Option<OrderFacts>, sqlx::Error> {
-    let row = sqlx::query!(
-        r#"SELECT o.email, o.status, o.quantity, o.unit_price_minor * o.quantity AS "total_minor!",
+    Ok(facts_of(db, &[order_id]).await?.pop())
+}
+
+/// [`facts`] of several orders in one statement (a mail round's), in no
+/// particular order; orders that do not exist are left out.
+pub(super) async fn facts_of(
+    db: impl sqlx::PgExecutor<'_>,
+    order_ids: &[OrderId],
+) -> Result<Vec<OrderFacts>, sqlx::Error> {
+    let ids: Vec<Uuid> = order_ids.iter().map(|id| id.get()).collect();
+    let rows = sqlx::query!(
+        r#"SELECT o.id, o.email, o.status, o.quantity, o.unit_price_minor * o.quantity AS "total_minor!",
                   o.currency, t.name AS ticket_type, e.title, e.venue, e.starts_at,
                   e.time_zone AS "zone: Zone", e.payment = 'stripe' AS "takes_payment!",
                   EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.id
@@ -52,27 +64,30 @@ pub async fn facts(db: &PgPool, order_id: OrderId) -> Result<Option<OrderFacts>,
            FROM orders o
            JOIN ticket_types t ON t.id = o.ticket_type_id
            JOIN events e ON e.id = t.event_id
-           WHERE o.id = $1"#,
-        order_id.get(),
+           WHERE o.id = ANY($1)"#,
+        &ids,
     )
-    .fetch_optional(db)
+    .fetch_all(db)
     .await?;
-    Ok(row.map(|row| OrderFacts {
-        order_id,
-        email: row.email,
-        status: row.status,
-        quantity: row.quantity,
-        total_minor: row.total_minor,
-        currency: row.currency,
-        ticket_type: row.ticket_type,
-        event_title: row.title,
-        venue: row.venue,
-        starts_at: row.starts_at,
-        zone: row.zone,
-        takes_payment: row.takes_payment,
-        paid: row.paid,
-        codes: row.codes,
-    }))
+    Ok(rows
+        .into_iter()
+        .map(|row| OrderFacts {
+            order_id: OrderId::from(row.id),
+            email: row.email,
+            status: row.status,
+            quantity: row.quantity,
+            total_minor: row.total_minor,
+            currency: row.currency,
+            ticket_type: row.ticket_type,
+            event_title: row.title,
+            venue: row.venue,
+            starts_at: row.starts_at,
+            zone: row.zone,
+            takes_payment: row.takes_payment,
+            paid: row.paid,
+            codes: row.codes,
+        })
+        .collect())
 }
 
 /// What went wrong making a mail's files.
