@@ -17,7 +17,7 @@
 //!    (`domain::ConfirmKey`), send the mail (or, without SMTP, log it),
 //!    several at once (the orders and `mail_sent` are read for the whole
 //!    round in two statements), and record each in `mail_sent` as soon as
-//!    it is accepted, in a statement of its own;
+//!    it is accepted, in a transaction of its own;
 //! 3. move the cursor past what was handled, and commit.
 //!
 //! A mail the SMTP server could not take now (a 4xx answer, a lost
@@ -298,9 +298,9 @@ async fn finish(
     tx.commit().await
 }
 
-/// Send the row's mail and record it in `mail_sent`, in a statement of its
-/// own as soon as the server took it: a crash then sends again at most the
-/// mails in flight.
+/// Send the row's mail and record it in `mail_sent`, in a transaction of
+/// its own as soon as the server took it: a crash then sends again at most
+/// the mails in flight.
 async fn send(
     db: &PgPool,
     key: &ConfirmKey,
@@ -334,6 +334,10 @@ async fn send(
     if !deliver(transport, row.id, &mail.email, build).await? {
         return Ok(());
     }
+    // In a transaction of its own, committed before the next mail: behind
+    // a pooler in transaction mode a one-off statement would commit only
+    // when its connection went back (tests/it/house/writes.rs).
+    let mut tx = db.begin().await?;
     sqlx::query!(
         "INSERT INTO mail_sent (message_id, order_id, waitlist_entry_id, recipient)
          VALUES ($1, $2, $3, $4)
@@ -343,8 +347,9 @@ async fn send(
         mail.entry_id().map(WaitlistEntryId::get),
         mail.email,
     )
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     metrics::counter!("stampede_mails_sent_total").increment(1);
     Ok(())
 }
