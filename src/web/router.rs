@@ -9,8 +9,11 @@ use axum::{
     middleware,
     routing::{get, post},
 };
+use std::time::Duration;
+
 use tower::ServiceBuilder;
 use tower_http::{
+    classify::ServerErrorsFailureClass,
     compression::{CompressionBody, CompressionLayer},
     csrf::CsrfLayer,
     request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
@@ -260,7 +263,7 @@ pub fn app(state: AppState) -> Router {
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or("");
                     tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), id)
-                }))
+                }).on_failure(log_failure))
                 .layer(PropagateRequestIdLayer::new(request_id))
                 .map_response(security_headers)
                 // A compressing body is ~6 KB (every encoder's state inline):
@@ -281,6 +284,20 @@ pub fn app(state: AppState) -> Router {
                 ))
                 .layer(CsrfLayer::new()),
         )
+}
+
+/// A 5xx as the trace layer reports it. A 503 is a refusal by design
+/// (overload, a draining instance's `/readyz`, a database out of reach,
+/// each counted or logged where it is decided): at debug level, or an
+/// overload would write an ERROR line per refused request. Any other 5xx
+/// is an ERROR.
+fn log_failure(class: ServerErrorsFailureClass, latency: Duration, _span: &tracing::Span) {
+    match class {
+        ServerErrorsFailureClass::StatusCode(http::StatusCode::SERVICE_UNAVAILABLE) => {
+            tracing::debug!(?latency, "refused with 503");
+        }
+        class => tracing::error!(%class, ?latency, "response failed"),
+    }
 }
 
 /// Readiness: the database answers and the instance is not draining (for

@@ -355,3 +355,21 @@ async fn readyz_answers_when_the_database_does(pool: PgPool) {
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.text().await.unwrap(), "ready");
 }
+
+/// A draining instance's `/readyz` answers 503, a refusal by design that
+/// the balancer checks several times a second: not an ERROR line each.
+#[sqlx::test]
+async fn a_draining_instances_readyz_answers_503_without_an_error_line(pool: PgPool) {
+    let logs = logs::Captured::install();
+    let clock = stampede::clock::ManualClock::new(now());
+    let state = stampede::AppState::new(pool.clone()).with_clock(clock.clone());
+    let draining = state.draining.clone();
+    let app = TestApp::spawn_state(pool, clock, state).await;
+    assert_eq!(get(&app, "/readyz").await.status(), StatusCode::OK);
+    draining.store(true, std::sync::atomic::Ordering::Relaxed);
+    let resp = get(&app, "/readyz").await;
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(resp.text().await.unwrap(), "draining");
+    let text = logs.text();
+    assert!(!text.contains("ERROR"), "{text}");
+}
