@@ -1,6 +1,8 @@
 //! The route table: every page, form and API route with its handler, and
 //! the layers around them.
 
+use std::time::Duration;
+
 use axum::{
     Router,
     body::Body,
@@ -9,8 +11,6 @@ use axum::{
     middleware,
     routing::{get, post},
 };
-use std::time::Duration;
-
 use tower::ServiceBuilder;
 use tower_http::{
     classify::ServerErrorsFailureClass,
@@ -288,9 +288,8 @@ pub fn app(state: AppState) -> Router {
 
 /// A 5xx as the trace layer reports it. A 503 is a refusal by design
 /// (overload, a draining instance's `/readyz`, a database out of reach,
-/// each counted or logged where it is decided): at debug level, or an
-/// overload would write an ERROR line per refused request. Any other 5xx
-/// is an ERROR.
+/// which warns where it is decided): at debug level, or an overload would
+/// write an ERROR line per refused request. Any other 5xx is an ERROR.
 fn log_failure(class: ServerErrorsFailureClass, latency: Duration, _span: &tracing::Span) {
     match class {
         ServerErrorsFailureClass::StatusCode(http::StatusCode::SERVICE_UNAVAILABLE) => {
