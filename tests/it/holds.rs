@@ -368,6 +368,18 @@ async fn the_confirmation_mail_arrives_and_its_link_confirms_once(
         })
         .await;
     assert_eq!(tickets.to, ["ada@example.org"]);
+    // Recorded (the mailer records a mail just after the server took it:
+    // stopped in between, it would send it again, by design), then stopped.
+    for _ in 0..200 {
+        let recorded: i64 = sqlx::query_scalar("SELECT count(*) FROM mail_sent")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        if recorded == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     mailer.abort();
     let again = [
         mail::spawn(pool.clone(), key.clone(), settings(sink.url())).unwrap(),
