@@ -62,6 +62,30 @@ pub struct Message {
     pub routing_key: String,
 }
 
+impl Message {
+    /// A delivery's message, parsed from its JSON body and its properties.
+    pub fn parse(delivery: &lapin::message::Delivery) -> Self {
+        let body: Value = serde_json::from_slice(&delivery.data).unwrap();
+        let uuid = |v: &Value| v.as_str().map(|s| Uuid::parse_str(s).unwrap());
+        Self {
+            id: uuid(&body["id"]).unwrap(),
+            kind: body["type"].as_str().unwrap().to_owned(),
+            event_id: uuid(&body["event_id"]).unwrap(),
+            order_id: uuid(&body["order_id"]),
+            ticket_type_id: uuid(&body["ticket_type_id"]),
+            sequence: body["sequence"].as_i64().unwrap(),
+            data: body["data"].clone(),
+            message_id: delivery
+                .properties
+                .message_id()
+                .as_ref()
+                .map(|id| id.to_string())
+                .unwrap_or_default(),
+            routing_key: delivery.routing_key.to_string(),
+        }
+    }
+}
+
 /// A consumer on an exclusive, server-named queue bound to every routing
 /// key of the exchange.
 pub struct Listener {
@@ -151,24 +175,7 @@ impl Listener {
                 })
                 .expect("the consumer is open")
                 .expect("a delivery");
-            let body: Value = serde_json::from_slice(&delivery_data(&next)).unwrap();
-            let uuid = |v: &Value| v.as_str().map(|s| Uuid::parse_str(s).unwrap());
-            let message = Message {
-                id: uuid(&body["id"]).unwrap(),
-                kind: body["type"].as_str().unwrap().to_owned(),
-                event_id: uuid(&body["event_id"]).unwrap(),
-                order_id: uuid(&body["order_id"]),
-                ticket_type_id: uuid(&body["ticket_type_id"]),
-                sequence: body["sequence"].as_i64().unwrap(),
-                data: body["data"].clone(),
-                message_id: next
-                    .properties
-                    .message_id()
-                    .as_ref()
-                    .map(|id| id.to_string())
-                    .unwrap_or_default(),
-                routing_key: next.routing_key.to_string(),
-            };
+            let message = Message::parse(&next);
             if message.event_id == event_id {
                 self.received.push(message);
             }
@@ -202,10 +209,6 @@ impl Listener {
         }
         by_id
     }
-}
-
-fn delivery_data(delivery: &lapin::message::Delivery) -> Vec<u8> {
-    delivery.data.clone()
 }
 
 /// A TCP proxy to the broker: the relay connects through it, and

@@ -113,25 +113,7 @@ async fn queue_depth(channel: &Channel) -> u32 {
 /// One delivery parsed, with its raw body (a duplicate must be the same
 /// bytes).
 fn parse(delivery: &lapin::message::Delivery) -> (Message, Vec<u8>) {
-    let body: serde_json::Value = serde_json::from_slice(&delivery.data).unwrap();
-    let uuid = |v: &serde_json::Value| v.as_str().map(|s| Uuid::parse_str(s).unwrap());
-    let message = Message {
-        id: uuid(&body["id"]).unwrap(),
-        kind: body["type"].as_str().unwrap().to_owned(),
-        event_id: uuid(&body["event_id"]).unwrap(),
-        order_id: uuid(&body["order_id"]),
-        ticket_type_id: uuid(&body["ticket_type_id"]),
-        sequence: body["sequence"].as_i64().unwrap(),
-        data: body["data"].clone(),
-        message_id: delivery
-            .properties
-            .message_id()
-            .as_ref()
-            .map(|id| id.to_string())
-            .unwrap_or_default(),
-        routing_key: delivery.routing_key.to_string(),
-    };
-    (message, delivery.data.clone())
+    (Message::parse(delivery), delivery.data.clone())
 }
 
 /// Read the queue until `enough` messages came and nothing more comes for
