@@ -238,8 +238,23 @@ fn printed_errors(output: &str) -> Vec<(String, Vec<String>)> {
 /// declare for that permutation, and every declared error it does not print.
 fn check_errors(spec: &str, output: &str, what: &str) -> Result<(), String> {
     let declared = declared_errors(spec)?;
+    let printed = printed_errors(output);
     let mut problems = Vec::new();
-    for (steps, errors) in printed_errors(output) {
+    // A spec the tester could not parse prints no permutation at all (and
+    // its regenerated output is just the parse error): that is a failure,
+    // as is a declared permutation that did not run.
+    if !printed.iter().any(|(steps, _)| !steps.is_empty()) {
+        problems.push(format!("{what} runs no permutation: {}", output.trim()));
+    }
+    for (steps, _) in &declared {
+        if !printed
+            .iter()
+            .any(|(printed_steps, _)| printed_steps == steps)
+        {
+            problems.push(format!("permutation `{steps}`: not in {what}"));
+        }
+    }
+    for (steps, errors) in printed {
         let expected = declared
             .iter()
             .find(|(declared_steps, _)| *declared_steps == steps)
@@ -299,7 +314,9 @@ fn run_spec(name: &str, database: &str, work: &Path, statements: &str) -> Result
     let undeclared = |output: &Path, what: &str| {
         fs::read_to_string(output)
             .map_or(Ok(()), |text| check_errors(&declared, &text, what))
-            .map_err(|problems| format!("isolation spec {name}: undeclared errors\n{problems}"))
+            .map_err(|problems| {
+                format!("isolation spec {name}: errors against the spec\n{problems}")
+            })
     };
     undeclared(&actual, "the tester's output")?;
     if std::env::var_os("STAMPEDE_UPDATE_ISOLATION").is_some_and(|v| v == "1") && actual.is_file() {
@@ -377,6 +394,13 @@ permutation b a
              starting permutation: a b\nstep a: SELECT 1;\n{first}\n\n\
              starting permutation: b a\nstep b: SELECT 2;\n{second}\nstep a: SELECT 1;\n"
         )
+    }
+
+    #[test]
+    fn a_spec_the_tester_cannot_parse_fails() {
+        let err = check_errors(SPEC, "syntax error at line 67\n", "out").unwrap_err();
+        assert!(err.contains("runs no permutation"), "{err}");
+        assert!(err.contains("permutation `a b`: not in out"), "{err}");
     }
 
     #[test]

@@ -79,3 +79,19 @@ LEFT JOIN (
     GROUP BY ticket_type_id
 ) l ON l.ticket_type_id = t.id
 ORDER BY t.position;
+
+-- Rows whose parent is gone, per table of the sale whose foreign key is
+-- checked per statement (migrations/0028_foreign_keys_per_statement.sql):
+-- every count must be 0 after any interleaving (foreign_keys.spec).
+CREATE VIEW orphans AS
+SELECT 'orders' AS child, count(*) AS orphans FROM orders o
+WHERE NOT EXISTS (SELECT 1 FROM ticket_types t WHERE t.id = o.ticket_type_id)
+UNION ALL
+SELECT 'tickets', count(*) FROM tickets k
+WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = k.order_id)
+UNION ALL
+SELECT 'buyer_holdings', count(*) FROM buyer_holdings h
+WHERE NOT EXISTS (SELECT 1 FROM ticket_types t WHERE t.id = h.ticket_type_id)
+UNION ALL
+SELECT 'event_buyer_holdings', count(*) FROM event_buyer_holdings h
+WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = h.event_id);

@@ -35,6 +35,7 @@ mod presale;
 mod sale_concurrency;
 mod sale_guards;
 mod sale_window;
+mod schema_keys;
 mod strategies;
 mod through_pgbouncer;
 mod ticket_mail;

@@ -111,6 +111,28 @@ pub async fn assert_invariants(pool: &PgPool) -> Vec<(Uuid, i64)> {
         event_drift.is_empty(),
         "event_buyer_holdings drifted: {event_drift:?}"
     );
+    // No row of the sale's tables outlives its parent: their foreign keys
+    // are checked per statement by triggers
+    // (migrations/0028_foreign_keys_per_statement.sql), not per row.
+    let orphans: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT child, n FROM (
+             SELECT 'orders' AS child, count(*) AS n FROM orders o
+             WHERE NOT EXISTS (SELECT 1 FROM ticket_types t WHERE t.id = o.ticket_type_id)
+             UNION ALL
+             SELECT 'tickets', count(*) FROM tickets k
+             WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = k.order_id)
+             UNION ALL
+             SELECT 'buyer_holdings', count(*) FROM buyer_holdings h
+             WHERE NOT EXISTS (SELECT 1 FROM ticket_types t WHERE t.id = h.ticket_type_id)
+             UNION ALL
+             SELECT 'event_buyer_holdings', count(*) FROM event_buyer_holdings h
+             WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = h.event_id)) c
+         WHERE n > 0",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert!(orphans.is_empty(), "rows without their parent: {orphans:?}");
     // Tickets exist for confirmed orders only, one per seat: a hold gets
     // none until its buyer confirms, and an expired hold never does.
     let wrong_tickets: Vec<(Uuid, String, i32, i64)> = sqlx::query_as(
