@@ -17,7 +17,7 @@
 //!    (`domain::ConfirmKey`), send the mail (or, without SMTP, log it),
 //!    several at once (the orders and `mail_sent` are read for the whole
 //!    round in two statements), and record each in `mail_sent` as soon as
-//!    it is accepted, in a transaction of its own;
+//!    it is accepted (`records`: one commit for those accepted meanwhile);
 //! 3. move the cursor past what was handled, and commit.
 //!
 //! A mail the SMTP server could not take now (a 4xx answer, a lost
@@ -31,16 +31,17 @@
 use std::{
     collections::{HashMap, HashSet},
     sync::atomic::{AtomicBool, Ordering},
-    time::Duration,
 };
 
 mod message;
 mod order_mail;
+mod records;
 mod requests;
+mod settings;
 mod transport;
 
 use futures_util::{StreamExt as _, stream};
-use lettre::{Message, message::Mailbox};
+use lettre::Message;
 use sqlx::{PgPool, Postgres, Transaction};
 use time::OffsetDateTime;
 use tokio::task::JoinHandle;
@@ -49,11 +50,13 @@ use uuid::Uuid;
 use self::{
     message::{About, Mail, mail_of, message},
     order_mail::MailBuildError,
+    records::{Record, RecordError, Records},
     transport::{Transport, deliver},
 };
 pub use self::{
     order_mail::{Documents, OrderFacts, facts as order_facts, render as render_documents},
     requests::{ask_lookup, ask_resend},
+    settings::MailSettings,
 };
 use crate::{
     db::{
@@ -62,50 +65,6 @@ use crate::{
     },
     domain::{ConfirmKey, OrderId, OrganizerId, WaitlistEntryId},
 };
-
-/// How the mailer runs (`stampede serve --smtp-url ... --public-url ...`).
-#[derive(Debug, Clone)]
-pub struct MailSettings {
-    /// `smtp://host:port` (plain, or `?tls=required` for STARTTLS),
-    /// `smtps://` (TLS), with
-    /// optional `user:password@`; `None` logs the links instead (development).
-    pub smtp_url: Option<String>,
-    pub from: Mailbox,
-    /// Where buyers reach the site, e.g. `https://tickets.example.org`: the
-    /// links in the mails start with it.
-    pub public_url: String,
-    pub poll: Duration,
-    pub batch: i64,
-    /// Mails in flight at once.
-    pub concurrency: usize,
-    pub backoff_max: Duration,
-}
-
-impl MailSettings {
-    pub fn new(smtp_url: Option<String>, from: &str, public_url: &str) -> Result<Self, String> {
-        let from = from
-            .parse::<Mailbox>()
-            .map_err(|err| format!("--mail-from is not a mail address: {err}"))?;
-        let public_url = public_url.trim_end_matches('/').to_owned();
-        let parsed = url::Url::parse(&public_url).map_err(|err| format!("--public-url: {err}"))?;
-        if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
-            return Err("--public-url must be an http or https address".to_owned());
-        }
-        Ok(Self {
-            smtp_url,
-            from,
-            public_url,
-            poll: Duration::from_millis(200),
-            // A round holds the cursor's row lock (so a transaction id) while
-            // it sends, which holds back the outbox horizon that the other
-            // consumers read below: small rounds keep that short (64 mails,
-            // 8 at a time, at 20 ms per mail: about 160 ms).
-            batch: 64,
-            concurrency: 8,
-            backoff_max: Duration::from_secs(30),
-        })
-    }
-}
 
 /// Check the settings and start the mailer on the current tokio runtime;
 /// it runs until aborted.
@@ -150,6 +109,8 @@ enum RoundError {
     Database(#[from] sqlx::Error),
     #[error("SMTP: {0}")]
     Smtp(String),
+    #[error("recording a sent mail: {0}")]
+    Record(#[from] RecordError),
     /// Not started: an earlier mail of the round failed.
     #[error("postponed after an earlier failure")]
     Postponed,
@@ -205,6 +166,14 @@ async fn round(
     // round: an unreachable server costs one wave of timeouts, not the
     // whole round's.
     let failed = AtomicBool::new(false);
+    let records = Records::default();
+    let ctx = Round {
+        db,
+        key,
+        settings,
+        transport,
+        records: &records,
+    };
     let sends: Vec<_> = rows
         .iter()
         .zip(mails)
@@ -212,7 +181,7 @@ async fn round(
             let to_send = mail
                 .filter(|_| !sent.contains(&row.id))
                 .and_then(|mail| with_the_order(mail, &facts));
-            handle(db, key, settings, transport, row, to_send, &failed)
+            handle(ctx, row, to_send, &failed)
         })
         .collect();
     let outcomes: Vec<Result<(), RoundError>> = stream::iter(sends)
@@ -265,12 +234,19 @@ fn with_the_order(
     }
 }
 
+/// What every send of a round shares.
+#[derive(Clone, Copy)]
+struct Round<'a> {
+    db: &'a PgPool,
+    key: &'a ConfirmKey,
+    settings: &'a MailSettings,
+    transport: &'a Transport,
+    records: &'a Records,
+}
+
 /// Send one row's mail, if it has one to send, and record it.
 async fn handle(
-    db: &PgPool,
-    key: &ConfirmKey,
-    settings: &MailSettings,
-    transport: &Transport,
+    round: Round<'_>,
     row: &OutboxRow,
     to_send: Option<(Mail, Option<OrderFacts>)>,
     failed: &AtomicBool,
@@ -281,7 +257,7 @@ async fn handle(
     if failed.load(Ordering::Relaxed) {
         return Err(RoundError::Postponed);
     }
-    let sent = send(db, key, settings, transport, row, &mail, facts).await;
+    let sent = send(round, row, &mail, facts).await;
     if sent.is_err() {
         failed.store(true, Ordering::Relaxed);
     }
@@ -298,14 +274,17 @@ async fn finish(
     tx.commit().await
 }
 
-/// Send the row's mail and record it in `mail_sent`, in a transaction of
-/// its own as soon as the server took it: a crash then sends again at most
-/// the mails in flight.
+/// Send the row's mail and record it in `mail_sent` as soon as the server
+/// took it, returning once the record is committed (`records`): a crash
+/// then sends again at most the mails in flight.
 async fn send(
-    db: &PgPool,
-    key: &ConfirmKey,
-    settings: &MailSettings,
-    transport: &Transport,
+    Round {
+        key,
+        settings,
+        transport,
+        db,
+        records,
+    }: Round<'_>,
     row: &OutboxRow,
     mail: &Mail,
     facts: Option<OrderFacts>,
@@ -334,23 +313,13 @@ async fn send(
     if !deliver(transport, row.id, &mail.email, build).await? {
         return Ok(());
     }
-    // In a transaction of its own, committed before the next mail: behind
-    // a pooler in transaction mode a one-off statement would commit only
-    // when its connection went back (tests/it/house/writes.rs).
-    let mut tx = db.begin().await?;
-    sqlx::query!(
-        "INSERT INTO mail_sent (message_id, order_id, waitlist_entry_id, recipient)
-         VALUES ($1, $2, $3, $4)
-         ON CONFLICT (message_id) DO NOTHING",
-        row.id,
-        mail.order_id().map(OrderId::get),
-        mail.entry_id().map(WaitlistEntryId::get),
-        mail.email,
-    )
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    metrics::counter!("stampede_mails_sent_total").increment(1);
+    let record = Record {
+        message_id: row.id,
+        order_id: mail.order_id().map(OrderId::get),
+        waitlist_entry_id: mail.entry_id().map(WaitlistEntryId::get),
+        recipient: mail.email.clone(),
+    };
+    records.record(db, record).await?;
     Ok(())
 }
 
@@ -369,31 +338,4 @@ pub(crate) fn organizer_link(key: &ConfirmKey, public_url: &str, id: OrganizerId
         "{public_url}/account/confirm-email/{id}?t={}",
         key.organizer_token(id).as_str()
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn settings_refuse_a_bad_sender_or_public_address() {
-        assert!(MailSettings::new(None, "not an address", "http://x.test").is_err());
-        for url in ["ftp://x.test", "x.test", "http://"] {
-            assert!(MailSettings::new(None, "a@b.test", url).is_err(), "{url}");
-        }
-        let ok = MailSettings::new(None, "Tickets <a@b.test>", "https://x.test/").unwrap();
-        assert_eq!(ok.public_url, "https://x.test");
-        let bad = MailSettings::new(
-            Some("http://user:hunter2@x".into()),
-            "a@b.test",
-            "http://x.test",
-        )
-        .ok()
-        .map(|s| Transport::new(&s).err().unwrap_or_default())
-        .unwrap_or_default();
-        assert!(
-            bad.starts_with("--smtp-url") && !bad.contains("hunter2"),
-            "{bad}"
-        );
-    }
 }

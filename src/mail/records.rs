@@ -1,0 +1,228 @@
+//! The round's records of accepted mails in `mail_sent`, committed
+//! together. Each send waits for the commit that holds its record before it
+//! gives up its place among the mails in flight, so at most
+//! [`super::MailSettings::concurrency`] mails are ever accepted and not yet
+//! recorded (a crash sends again at most those, as when each had a
+//! transaction of its own); and a commit carries every record that came in
+//! while the one before it was being written, so under a rush a round
+//! commits a few times instead of once per mail.
+
+use std::sync::Mutex;
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// One accepted mail.
+pub(super) struct Record {
+    pub message_id: Uuid,
+    pub order_id: Option<Uuid>,
+    pub waitlist_entry_id: Option<Uuid>,
+    pub recipient: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RecordError {
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// The commit that held this record failed (its error went to the
+    /// send that wrote it).
+    #[error("its record's commit failed")]
+    Lost,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Record>,
+    /// Records are numbered as they come, from 1.
+    last_queued: u64,
+    /// Every record up to this number is committed...
+    committed: u64,
+    /// ...except those in these ranges, whose commit failed.
+    lost: Vec<(u64, u64)>,
+}
+
+#[derive(Default)]
+pub(super) struct Records {
+    queue: Mutex<Queue>,
+    /// One commit at a time; whoever holds it writes all that is waiting.
+    writer: tokio::sync::Mutex<()>,
+}
+
+impl Records {
+    /// Record `record` and return once it is committed.
+    pub(super) async fn record(&self, db: &PgPool, record: Record) -> Result<(), RecordError> {
+        let number = {
+            let mut queue = self.lock();
+            queue.waiting.push(record);
+            queue.last_queued += 1;
+            queue.last_queued
+        };
+        let _writer = self.writer.lock().await;
+        let (batch, first, last) = {
+            let mut queue = self.lock();
+            if queue
+                .lost
+                .iter()
+                .any(|(from, to)| (*from..=*to).contains(&number))
+            {
+                return Err(RecordError::Lost);
+            }
+            if queue.committed >= number {
+                return Ok(());
+            }
+            let first = queue.last_queued - queue.waiting.len() as u64 + 1;
+            (std::mem::take(&mut queue.waiting), first, queue.last_queued)
+        };
+        match write(db, batch).await {
+            Ok(()) => {
+                self.lock().committed = last;
+                Ok(())
+            }
+            Err(err) => {
+                let mut queue = self.lock();
+                queue.committed = last;
+                queue.lost.push((first, last));
+                Err(err.into())
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        // A panic while the lock was held left nothing half-done: the queue
+        // is changed only by whole assignments.
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// One transaction for the batch: behind a pooler in transaction mode a
+/// one-off statement would commit only when its connection went back
+/// (tests/it/house/writes.rs).
+async fn write(db: &PgPool, batch: Vec<Record>) -> Result<(), sqlx::Error> {
+    let mut message_ids = Vec::with_capacity(batch.len());
+    let mut order_ids = Vec::with_capacity(batch.len());
+    let mut entry_ids = Vec::with_capacity(batch.len());
+    let mut recipients = Vec::with_capacity(batch.len());
+    for record in batch {
+        message_ids.push(record.message_id);
+        order_ids.push(record.order_id);
+        entry_ids.push(record.waitlist_entry_id);
+        recipients.push(record.recipient);
+    }
+    let mut tx = db.begin().await?;
+    sqlx::query!(
+        "INSERT INTO mail_sent (message_id, order_id, waitlist_entry_id, recipient)
+         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[])
+         ON CONFLICT (message_id) DO NOTHING",
+        &message_ids,
+        &order_ids as &[Option<Uuid>],
+        &entry_ids as &[Option<Uuid>],
+        &recipients,
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    metrics::counter!("stampede_mails_sent_total").increment(message_ids.len() as u64);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::future::join_all;
+
+    use super::*;
+
+    fn record(recipient: &str) -> Record {
+        Record {
+            message_id: Uuid::new_v4(),
+            order_id: None,
+            waitlist_entry_id: None,
+            recipient: recipient.to_owned(),
+        }
+    }
+
+    /// Counts the transactions that wrote to `mail_sent`.
+    async fn count_writing_transactions(db: &PgPool) {
+        sqlx::raw_sql(
+            "CREATE TABLE writers (xid xid8 PRIMARY KEY);
+             CREATE FUNCTION note_writer() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 INSERT INTO writers VALUES (pg_current_xact_id()) ON CONFLICT DO NOTHING;
+                 RETURN NULL;
+             END $$;
+             CREATE TRIGGER note_writer AFTER INSERT ON mail_sent
+                 FOR EACH STATEMENT EXECUTE FUNCTION note_writer();",
+        )
+        .execute(db)
+        .await
+        .unwrap();
+    }
+
+    async fn recipients(db: &PgPool) -> Vec<String> {
+        sqlx::query_scalar("SELECT recipient FROM mail_sent ORDER BY recipient")
+            .fetch_all(db)
+            .await
+            .unwrap()
+    }
+
+    /// Records that come in while one is being written share the next
+    /// commit, and each send hears of its own.
+    #[sqlx::test(migrations = "./migrations")]
+    async fn records_that_come_together_share_a_commit(db: PgPool) {
+        count_writing_transactions(&db).await;
+        let records = Records::default();
+        let names: Vec<String> = (0..20)
+            .map(|i| format!("buyer{i:02}@example.test"))
+            .collect();
+        // The first takes the writer at once; the other 19 queue behind it.
+        let results = join_all(names.iter().map(|name| records.record(&db, record(name)))).await;
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        assert_eq!(recipients(&db).await, names);
+        let writers: i64 = sqlx::query_scalar("SELECT count(*) FROM writers")
+            .fetch_one(&db)
+            .await
+            .unwrap();
+        assert_eq!(
+            writers, 2,
+            "one commit for the first, one for the 19 behind it"
+        );
+    }
+
+    /// A failed commit fails every send whose record it held (none of them
+    /// is recorded, so each is sent again), and only those.
+    #[sqlx::test(migrations = "./migrations")]
+    async fn a_failed_commit_fails_every_send_it_held_and_no_other(db: PgPool) {
+        sqlx::raw_sql(
+            "CREATE FUNCTION refuse_bounce() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF NEW.recipient = 'bounce@example.test' THEN
+                     RAISE EXCEPTION 'injected failure';
+                 END IF;
+                 RETURN NEW;
+             END $$;
+             CREATE TRIGGER refuse_bounce BEFORE INSERT ON mail_sent
+                 FOR EACH ROW EXECUTE FUNCTION refuse_bounce();",
+        )
+        .execute(&db)
+        .await
+        .unwrap();
+        let records = Records::default();
+        let batch = ["a@example.test", "bounce@example.test", "b@example.test"];
+        // `a` is written alone; `bounce` and `b` share the next commit.
+        let results = join_all(batch.map(|name| records.record(&db, record(name)))).await;
+        assert!(results[0].is_ok(), "{:?}", results[0]);
+        assert!(
+            matches!(results[1], Err(RecordError::Database(_))),
+            "{:?}",
+            results[1]
+        );
+        assert!(
+            matches!(results[2], Err(RecordError::Lost)),
+            "{:?}",
+            results[2]
+        );
+        records.record(&db, record("c@example.test")).await.unwrap();
+        assert_eq!(recipients(&db).await, ["a@example.test", "c@example.test"]);
+    }
+}
