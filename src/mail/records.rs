@@ -58,7 +58,7 @@ impl Records {
             queue.last_queued
         };
         let _writer = self.writer.lock().await;
-        let (batch, first, last) = {
+        let (batch, mut taken) = {
             let mut queue = self.lock();
             if queue
                 .lost
@@ -71,20 +71,18 @@ impl Records {
                 return Ok(());
             }
             let first = queue.last_queued - queue.waiting.len() as u64 + 1;
-            (std::mem::take(&mut queue.waiting), first, queue.last_queued)
+            let taken = Taken {
+                records: self,
+                first,
+                last: queue.last_queued,
+                committed: false,
+            };
+            (std::mem::take(&mut queue.waiting), taken)
         };
-        match write(db, batch).await {
-            Ok(()) => {
-                self.lock().committed = last;
-                Ok(())
-            }
-            Err(err) => {
-                let mut queue = self.lock();
-                queue.committed = last;
-                queue.lost.push((first, last));
-                Err(err.into())
-            }
-        }
+        let written = write(db, batch).await;
+        taken.committed = written.is_ok();
+        drop(taken);
+        Ok(written?)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
@@ -93,6 +91,27 @@ impl Records {
         self.queue
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The records one writer took, settled when it is dropped: committed, or
+/// lost, also when the writer's future is dropped mid-write (a transaction
+/// that may not have committed fails every send whose record it held; if
+/// it did commit, the next round's read of `mail_sent` skips them).
+struct Taken<'a> {
+    records: &'a Records,
+    first: u64,
+    last: u64,
+    committed: bool,
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        let mut queue = self.records.lock();
+        queue.committed = queue.committed.max(self.last);
+        if !self.committed {
+            queue.lost.push((self.first, self.last));
+        }
     }
 }
 
@@ -129,6 +148,8 @@ async fn write(db: &PgPool, batch: Vec<Record>) -> Result<(), sqlx::Error> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use futures_util::future::join_all;
 
     use super::*;
@@ -189,28 +210,44 @@ mod tests {
         );
     }
 
-    /// A failed commit fails every send whose record it held (none of them
-    /// is recorded, so each is sent again), and only those.
-    #[sqlx::test(migrations = "./migrations")]
-    async fn a_failed_commit_fails_every_send_it_held_and_no_other(db: PgPool) {
+    /// Delays (and, for `bounce@`, fails) the insert of a record, in its
+    /// transaction: a commit that takes a while, or never comes.
+    async fn slow_inserts(db: &PgPool) {
         sqlx::raw_sql(
-            "CREATE FUNCTION refuse_bounce() RETURNS trigger LANGUAGE plpgsql AS $$
+            "CREATE FUNCTION slow_insert() RETURNS trigger LANGUAGE plpgsql AS $$
              BEGIN
+                 IF NEW.recipient IN ('bounce@example.test', 'slow@example.test') THEN
+                     PERFORM pg_sleep(0.3);
+                 END IF;
                  IF NEW.recipient = 'bounce@example.test' THEN
                      RAISE EXCEPTION 'injected failure';
                  END IF;
                  RETURN NEW;
              END $$;
-             CREATE TRIGGER refuse_bounce BEFORE INSERT ON mail_sent
-                 FOR EACH ROW EXECUTE FUNCTION refuse_bounce();",
+             CREATE TRIGGER slow_insert BEFORE INSERT ON mail_sent
+                 FOR EACH ROW EXECUTE FUNCTION slow_insert();",
         )
-        .execute(&db)
+        .execute(db)
         .await
         .unwrap();
+    }
+
+    /// A failed commit fails every send whose record it held (none of them
+    /// is recorded, so each is sent again), and no send whose record came
+    /// in while it was being written.
+    #[sqlx::test(migrations = "./migrations")]
+    async fn a_failed_commit_fails_every_send_it_held_and_no_other(db: PgPool) {
+        slow_inserts(&db).await;
         let records = Records::default();
         let batch = ["a@example.test", "bounce@example.test", "b@example.test"];
         // `a` is written alone; `bounce` and `b` share the next commit.
-        let results = join_all(batch.map(|name| records.record(&db, record(name)))).await;
+        let held = join_all(batch.map(|name| records.record(&db, record(name))));
+        // `c` comes in while that commit is being tried.
+        let during = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            records.record(&db, record("c@example.test")).await
+        };
+        let (results, during) = tokio::join!(held, during);
         assert!(results[0].is_ok(), "{:?}", results[0]);
         assert!(
             matches!(results[1], Err(RecordError::Database(_))),
@@ -222,6 +259,33 @@ mod tests {
             "{:?}",
             results[2]
         );
+        assert!(during.is_ok(), "{during:?}");
+        records.record(&db, record("d@example.test")).await.unwrap();
+        assert_eq!(
+            recipients(&db).await,
+            ["a@example.test", "c@example.test", "d@example.test"]
+        );
+    }
+
+    /// A writer dropped in the middle of its commit (its round cancelled)
+    /// fails the sends whose records it held: none of them hears Ok for a
+    /// record that may not be there.
+    #[sqlx::test(migrations = "./migrations")]
+    async fn a_writer_dropped_mid_commit_fails_the_sends_it_held(db: PgPool) {
+        slow_inserts(&db).await;
+        let records = Records::default();
+        let first = records.record(&db, record("a@example.test"));
+        // Takes the writer after `a` and, with `b`'s record, is dropped
+        // while its insert sleeps.
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(150),
+            records.record(&db, record("slow@example.test")),
+        );
+        let mate = records.record(&db, record("b@example.test"));
+        let (first, dropped, mate) = tokio::join!(first, dropped, mate);
+        assert!(first.is_ok(), "{first:?}");
+        assert!(dropped.is_err(), "the slow commit should have been cut off");
+        assert!(matches!(mate, Err(RecordError::Lost)), "{mate:?}");
         records.record(&db, record("c@example.test")).await.unwrap();
         assert_eq!(recipients(&db).await, ["a@example.test", "c@example.test"]);
     }

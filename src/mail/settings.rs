@@ -51,7 +51,6 @@ impl MailSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mail::transport::Transport;
 
     #[test]
     fn settings_refuse_a_bad_sender_or_public_address() {
@@ -61,17 +60,5 @@ mod tests {
         }
         let ok = MailSettings::new(None, "Tickets <a@b.test>", "https://x.test/").unwrap();
         assert_eq!(ok.public_url, "https://x.test");
-        let bad = MailSettings::new(
-            Some("http://user:hunter2@x".into()),
-            "a@b.test",
-            "http://x.test",
-        )
-        .ok()
-        .map(|s| Transport::new(&s).err().unwrap_or_default())
-        .unwrap_or_default();
-        assert!(
-            bad.starts_with("--smtp-url") && !bad.contains("hunter2"),
-            "{bad}"
-        );
     }
 }

@@ -90,3 +90,23 @@ fn refuses_the_mailbox(err: &lettre::transport::smtp::Error) -> bool {
             .status()
             .is_some_and(|code| matches!(code.to_string().as_str(), "550" | "551" | "553"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_smtp_url_is_refused_without_showing_its_password() {
+        let settings = MailSettings::new(
+            Some("http://user:hunter2@x".into()),
+            "a@b.test",
+            "http://x.test",
+        )
+        .unwrap();
+        let refused = Transport::new(&settings).err().unwrap_or_default();
+        assert!(
+            refused.starts_with("--smtp-url") && !refused.contains("hunter2"),
+            "{refused}"
+        );
+    }
+}
