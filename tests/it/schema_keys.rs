@@ -288,3 +288,65 @@ async fn a_parents_delete_under_repeatable_read_is_refused(
     let sql = "SELECT count(*) FROM ticket_types WHERE id = $1";
     assert_eq!(count(&pool, sql, fixture.ticket_type_id()).await, 1);
 }
+
+/// A check costs what its statement writes, not what the parent table
+/// holds. PL/pgSQL keeps a query's plan for the session, planned with the
+/// first statement's transition table: a connection whose first batch of
+/// tickets was large kept a scan of all of `orders` for every later batch
+/// (migrations/0029_foreign_key_checks_by_index.sql). Read from the
+/// connection's own counters, so no timing is involved.
+#[sqlx::test]
+async fn a_small_batch_after_a_large_one_checks_its_parents_by_index(
+    _: sqlx::postgres::PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let pool = pool(connect, 2).await;
+    let fixture = published_event(&pool, &[TicketSpec::new(10, 4, 4)]).await;
+    sqlx::query(
+        "INSERT INTO orders (ticket_type_id, email, quantity, unit_price_minor, currency,
+                             idempotency_key)
+         SELECT $1, 'bulk@example.org', 1, 0, 'EUR', 'bulk-' || i
+         FROM generate_series(1, 5000) i",
+    )
+    .bind(fixture.ticket_type_id())
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE orders").execute(&pool).await.unwrap();
+    let last: Uuid =
+        sqlx::query_scalar("SELECT id FROM orders WHERE idempotency_key = 'bulk-5000'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+
+    let mut conn = pool.acquire().await.unwrap();
+    // The session's first batch of tickets: 2,000 of them.
+    sqlx::query(
+        "INSERT INTO tickets (order_id, position)
+         SELECT id, 1 FROM orders WHERE idempotency_key <> 'bulk-5000' LIMIT 2000",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    // Then one ticket, its scans of orders counted around it: the
+    // connection's own counters, which include its earlier transactions'
+    // until they are flushed, and never change inside a transaction
+    // except by its own work.
+    let scans = "SELECT seq_scan, coalesce(idx_scan, 0) FROM pg_stat_xact_user_tables
+                 WHERE relname = 'orders'";
+    let mut tx = sqlx::Connection::begin(&mut *conn).await.unwrap();
+    let before: (i64, i64) = sqlx::query_as(scans).fetch_one(&mut *tx).await.unwrap();
+    sqlx::query("INSERT INTO tickets (order_id, position) VALUES ($1, 1)")
+        .bind(last)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let after: (i64, i64) = sqlx::query_as(scans).fetch_one(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+    let (seq_scans, index_scans) = (after.0 - before.0, after.1 - before.1);
+    assert_eq!(seq_scans, 0, "the one ticket's check read all of orders");
+    assert!(
+        index_scans >= 1,
+        "the check looked its order up: {index_scans}"
+    );
+}
